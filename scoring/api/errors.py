@@ -1,0 +1,24 @@
+"""Error bodies for the REST API: always JSON, always with a ``detail``."""
+
+import logging
+
+from django.db import DatabaseError
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+logger = logging.getLogger(__name__)
+
+
+def exception_handler(exc, context):
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        return response
+    # Anything DRF does not map is our fault: log it whole, answer in JSON
+    # without leaking internals.
+    logger.exception("unhandled error in %s", context.get("view").__class__.__name__)
+    if isinstance(exc, DatabaseError):
+        detail = "database error; the request was not completed, try again"
+    else:
+        detail = "internal server error"
+    return Response({"detail": detail}, status=status.HTTP_500_INTERNAL_SERVER_ERROR)

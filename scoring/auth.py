@@ -1,0 +1,59 @@
+"""Who is calling: oauth2-proxy headers from trusted addresses, else Django auth.
+
+TARSy runs behind oauth2-proxy, which authenticates the user and forwards the
+request with ``X-Forwarded-User`` (or ``X-Forwarded-Email``). Anyone can send
+those headers, so they are believed only from an address in
+``TRUSTED_PROXY_IPS``; from anywhere else they are ignored.
+"""
+
+import ipaddress
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from rest_framework.authentication import BaseAuthentication
+
+PROXY_USER_HEADERS = ("HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL")
+
+
+def is_trusted_proxy(remote_addr: str | None) -> bool:
+    if not remote_addr:
+        return False
+    try:
+        address = ipaddress.ip_address(remote_addr)
+    except ValueError:
+        return False
+    return any(address in network for network in settings.TRUSTED_PROXY_IPS)
+
+
+def proxy_username(meta: dict) -> str | None:
+    """The user named by a trusted proxy in this request's headers, if any."""
+    if not is_trusted_proxy(meta.get("REMOTE_ADDR")):
+        return None
+    for header in PROXY_USER_HEADERS:
+        value = (meta.get(header) or "").strip()
+        if value:
+            return value[:150]
+    return None
+
+
+def proxy_user(username: str):
+    """The Django user for a proxy-authenticated name, created on first sight."""
+    user, created = get_user_model().objects.get_or_create(username=username)
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+class TrustedProxyAuthentication(BaseAuthentication):
+    """DRF authentication from oauth2-proxy headers sent by a trusted address."""
+
+    def authenticate(self, request):
+        username = proxy_username(request.META)
+        if username is None:
+            return None
+        return proxy_user(username), None
+
+    def authenticate_header(self, request):
+        # Answering 401 (not 403) to anonymous callers needs a challenge.
+        return 'Token realm="api"'

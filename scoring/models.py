@@ -1,0 +1,178 @@
+"""Alert sessions imported from TARSy, and the judge's scores of them."""
+
+import uuid
+
+from django.db import models
+from django.db.models import Q
+
+
+class SessionStatus(models.TextChoices):
+    """TARSy's AlertSessionStatus values."""
+
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    PAUSED = "paused"
+    CANCELING = "canceling"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+
+    @classmethod
+    def terminal_values(cls) -> list[str]:
+        """Statuses of a finished session: only these can be scored."""
+        return [cls.COMPLETED, cls.FAILED, cls.CANCELLED, cls.TIMED_OUT]
+
+
+class AlertSession(models.Model):
+    """One TARSy alert session, as TARSy's history API returns it.
+
+    The investigation itself (stages with their LLM interactions and MCP
+    communications, and the session-level interactions) is kept in TARSy's own
+    JSON shape: the judge reads it whole, and nothing queries inside it. List
+    queries defer those two columns (see selectors).
+    """
+
+    session_id = models.UUIDField(primary_key=True)
+    alert_type = models.CharField(max_length=255, db_index=True)
+    agent_type = models.CharField(max_length=255, blank=True, default="")
+    chain_id = models.CharField(max_length=255, blank=True, default="")
+    status = models.CharField(max_length=32, choices=SessionStatus.choices, db_index=True)
+    author = models.CharField(max_length=255, blank=True, default="")
+    runbook_url = models.TextField(blank=True, default="")
+    started_at_us = models.BigIntegerField(db_index=True)
+    completed_at_us = models.BigIntegerField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    alert_data = models.JSONField(default=dict)
+    final_analysis = models.TextField(null=True, blank=True)
+    final_analysis_summary = models.TextField(null=True, blank=True)
+    stages = models.JSONField(default=list)
+    session_level_interactions = models.JSONField(default=list)
+    # Size of the investigation as received, for operators and the token estimate.
+    investigation_bytes = models.BigIntegerField(default=0)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    HEAVY_FIELDS = ("stages", "session_level_interactions")
+
+    class Meta:
+        db_table = "alert_sessions"
+        ordering = ["-started_at_us"]
+
+    def __str__(self) -> str:
+        return f"{self.alert_type} {self.session_id}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in SessionStatus.terminal_values()
+
+
+class ScoringStatus(models.TextChoices):
+    PENDING = "pending"
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @classmethod
+    def terminal_values(cls) -> list[str]:
+        return [cls.COMPLETED, cls.FAILED]
+
+    @classmethod
+    def active_values(cls) -> list[str]:
+        return [cls.PENDING, cls.IN_PROGRESS]
+
+
+class SessionScore(models.Model):
+    """One judge scoring of a session (spec 000, Phase 1: ``session_scores``).
+
+    Every scoring is kept: a re-score adds a row, and the score of a session is
+    its newest row. At most one row per session may be pending or in progress.
+    """
+
+    score_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    session = models.ForeignKey(
+        AlertSession, on_delete=models.CASCADE, db_column="session_id", related_name="scores"
+    )
+    prompt_hash = models.CharField(max_length=64)
+    total_score = models.IntegerField(null=True, blank=True)
+    score_analysis = models.TextField(null=True, blank=True)
+    missing_tools_analysis = models.TextField(null=True, blank=True)
+    score_triggered_by = models.CharField(max_length=255)
+    scored_at_us = models.BigIntegerField()
+    status = models.CharField(max_length=50, choices=ScoringStatus.choices)
+    started_at_us = models.BigIntegerField()
+    completed_at_us = models.BigIntegerField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    # Beyond spec 000: what produced the score and what it cost.
+    judge_model = models.CharField(max_length=255, blank=True, default="")
+    input_tokens = models.IntegerField(null=True, blank=True)
+    output_tokens = models.IntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+
+    class Meta:
+        db_table = "session_scores"
+        ordering = ["-scored_at_us"]
+        indexes = [
+            models.Index(fields=["session"], name="ix_session_scores_session_id"),
+            models.Index(fields=["prompt_hash"], name="ix_session_scores_prompt_hash"),
+            models.Index(fields=["total_score"], name="ix_session_scores_total_score"),
+            models.Index(fields=["status"], name="ix_session_scores_status"),
+            models.Index(fields=["session", "status"], name="ix_session_scores_sess_status"),
+            models.Index(fields=["status", "started_at_us"], name="ix_session_scores_stat_start"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"],
+                condition=Q(status__in=["pending", "in_progress"]),
+                name="uq_session_scores_one_active",
+            ),
+            models.CheckConstraint(
+                condition=Q(total_score__isnull=True) | Q(total_score__gte=0, total_score__lte=100),
+                name="ck_session_scores_total_score_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_progress", "completed", "failed"]),
+                name="ck_session_scores_status",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"score {self.score_id} of {self.session_id} ({self.status})"
+
+
+class ScoringCriteria(models.Model):
+    """The judge prompts behind each prompt hash ever used (criteria history).
+
+    Content-addressed: a row is written the first time a hash scores anything,
+    so an obsolete score can always be read beside the criteria that made it.
+    """
+
+    prompt_hash = models.CharField(max_length=64, primary_key=True)
+    score_prompt = models.TextField()
+    followup_prompt = models.TextField()
+    first_used_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "scoring_criteria"
+        verbose_name_plural = "scoring criteria"
+        ordering = ["-first_used_at"]
+
+    def __str__(self) -> str:
+        return self.prompt_hash
+
+
+class JudgeCircuit(models.Model):
+    """Circuit-breaker state for the judge LLM, shared by every worker process.
+
+    One row per judge model. Kept in the database so that it holds across
+    processes and hosts with no extra service, and updated with single
+    conditional UPDATE statements so concurrent workers do not lose counts.
+    """
+
+    model = models.CharField(max_length=255, primary_key=True)
+    consecutive_failures = models.IntegerField(default=0)
+    opened_until_us = models.BigIntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "judge_circuit"

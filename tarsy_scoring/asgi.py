@@ -1,0 +1,12 @@
+"""One ASGI application for HTTP and (later) WebSocket traffic."""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tarsy_scoring.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter  # noqa: E402  (needs Django set up)
+
+application = ProtocolTypeRouter({"http": django_asgi_app})

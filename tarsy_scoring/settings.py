@@ -1,0 +1,265 @@
+"""Settings for tarsy-scoring, read from the environment.
+
+Every variable is listed in the README's configuration table. With nothing set,
+the service runs on one machine: SQLite in the project folder, the django-q2
+ORM broker and an in-process channel layer. ``REDIS_URL`` switches the broker,
+the channel layer and the cache to Redis so that several web and worker
+processes can share them.
+"""
+
+import ipaddress
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+# litellm fetches its model cost map from the internet when imported unless told
+# otherwise; every process that may import it inherits this.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("TARSY_SCORING_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if value.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name}={value!r} is not a boolean (use true or false)")
+
+
+def env_number(name: str, default, cast=float):
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return cast(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once per install.
+
+    Shipping a fixed key would let anyone forge sessions on every default
+    install, so the fallback is random and kept in the var/ folder.
+    """
+    if os.environ.get("SECRET_KEY"):
+        return os.environ["SECRET_KEY"]
+    key_file = VAR_DIR / "secret_key"
+    if not key_file.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "channels",
+    "scoring",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tarsy_scoring.urls"
+WSGI_APPLICATION = "tarsy_scoring.wsgi.application"
+ASGI_APPLICATION = "tarsy_scoring.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -----------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web and worker processes share the file: WAL lets readers run beside the
+    # writer, IMMEDIATE takes the write lock when a transaction starts (so two
+    # writers queue on the busy timeout instead of failing to upgrade a read
+    # lock), and the timeout is how long a writer waits for that lock.
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env_number("SQLITE_BUSY_TIMEOUT_S", 30),
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE_S", 60, int)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis (unset = single-machine defaults) --------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# --- Auth -------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+
+def _trusted_proxy_networks(raw: list[str]):
+    try:
+        return [ipaddress.ip_network(item, strict=False) for item in raw]
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"TRUSTED_PROXY_IPS: {exc}") from exc
+
+
+# Addresses (or CIDR ranges) of the oauth2-proxy in front of us. Only requests
+# from these may name their user in X-Forwarded-User / X-Forwarded-Email.
+TRUSTED_PROXY_IPS = _trusted_proxy_networks(env_list("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128"))
+
+# --- Internationalisation, static files --------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+# Large TARSy sessions are POSTed whole; the limit applies to the request body.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_number("MAX_REQUEST_BODY_BYTES", 64 * 1024 * 1024, int)
+
+# --- REST API -----------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "scoring.auth.TrustedProxyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "scoring.api.errors.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "tarsy-scoring API",
+    "DESCRIPTION": "LLM-judge scoring of TARSy alert sessions (EP-0028).",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Judge LLM ------------------------------------------------------------------------
+SCORING_LLM_MODEL = os.environ.get("SCORING_LLM_MODEL", "")
+SCORING_LLM_API_BASE = os.environ.get("SCORING_LLM_API_BASE", "") or None
+SCORING_LLM_API_KEY = os.environ.get("SCORING_LLM_API_KEY", "") or None
+SCORING_LLM_TIMEOUT_S = env_number("SCORING_LLM_TIMEOUT_S", 120.0)
+SCORING_LLM_MAX_RETRIES = env_number("SCORING_LLM_MAX_RETRIES", 3, int)
+SCORING_LLM_BACKOFF_S = env_number("SCORING_LLM_BACKOFF_S", 1.0)
+SCORING_LLM_MAX_RETRY_AFTER_S = env_number("SCORING_LLM_MAX_RETRY_AFTER_S", 60.0)
+SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)
+SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
+
+# --- Judge jobs (django-q2) --------------------------------------------------------------
+# A scoring job must finish within SCORING_JOB_TIMEOUT_S: the LLM client caps each
+# call at the time the job has left, and django-q2 stops the job a little later.
+SCORING_JOB_TIMEOUT_S = env_number("SCORING_JOB_TIMEOUT_S", 900, int)
+SCORING_WORKERS = env_number("SCORING_WORKERS", 2, int)
+# A pending row that no worker has claimed after this long is marked failed.
+SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
+
+_Q_TIMEOUT = SCORING_JOB_TIMEOUT_S + 30
+Q_CLUSTER = {
+    "name": "tarsy-scoring",
+    "workers": SCORING_WORKERS,
+    "timeout": _Q_TIMEOUT,
+    # The broker hands a task out again if it is not acknowledged within
+    # `retry` seconds of leaving the broker. A task can wait in the cluster's
+    # own queue (at most `queue_limit` = one task per worker) for one job to
+    # finish before its own run starts, so the window must cover two job
+    # timeouts; otherwise a slow judge would be run twice.
+    "queue_limit": SCORING_WORKERS,
+    "retry": 2 * _Q_TIMEOUT + 60,
+    "max_attempts": 1,
+    "ack_failures": True,
+    "catch_up": False,
+    "save_limit": 1000,
+    "poll": 0.2,
+    "label": "Judge jobs",
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- Channels ---------------------------------------------------------------------------
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Logging -----------------------------------------------------------------------------
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+}
