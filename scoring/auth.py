@@ -10,6 +10,7 @@ import ipaddress
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 
 PROXY_USER_HEADERS = ("HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL")
@@ -57,3 +58,18 @@ class TrustedProxyAuthentication(BaseAuthentication):
     def authenticate_header(self, request):
         # Answering 401 (not 403) to anonymous callers needs a challenge.
         return 'Token realm="api"'
+
+
+class TrustedProxyAuthenticationScheme(OpenApiAuthenticationExtension):
+    """Describes the oauth2-proxy header in the OpenAPI schema."""
+
+    target_class = TrustedProxyAuthentication
+    name = "trustedProxy"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "X-Forwarded-User",
+            "description": "Set by oauth2-proxy; honoured only from TRUSTED_PROXY_IPS (X-Forwarded-Email also works).",
+        }

@@ -1,11 +1,284 @@
-"""Validation of TARSy session documents (placeholder until the ingest work lands)."""
+"""Validation of TARSy session documents into AlertSession field values.
+
+A document is what TARSy's ``GET /api/v1/history/sessions/{id}`` returns. Only
+what this service relies on is checked: TARSy adds fields over time, so unknown
+keys are accepted (and kept, inside stages and interactions). Errors are keyed
+by the JSON path of the offending value, DRF style, so that an operator can
+find it in a multi-megabyte document:
+``{"stages[2].llm_interactions[0].details.conversation": ["..."]}``.
+"""
+
+import json
+import re
+import uuid
+
+from rest_framework.settings import api_settings
+
+from scoring.models import AlertSession, SessionStatus
+
+DOCUMENT_ERRORS_KEY = api_settings.NON_FIELD_ERRORS_KEY
+# A badly broken document can have an error per interaction; past this many,
+# the rest are counted instead of listed.
+MAX_REPORTED_ERRORS = 50
+STATUS_ERROR = (
+    "'{input}' is not a TARSy session status; expected one of: " + ", ".join(SessionStatus.values) + "."
+)
+# PostgreSQL cannot store NUL characters in text or JSON. Encoded as JSON, a NUL
+# is "u0000" after an odd number of backslashes; after an even number it is the
+# harmless text "\u0000".
+NUL_ERROR = "Contains a NUL character (\\u0000), which cannot be stored; remove it."
+_ENCODED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# Timestamps are stored in 64-bit integer columns.
+MAX_TIMESTAMP_US = 2**63 - 1
+
+_KIND_CHECKS = {
+    "an object": lambda value: isinstance(value, dict),
+    "a list": lambda value: isinstance(value, list),
+    "a string": lambda value: isinstance(value, str),
+    "an integer": lambda value: isinstance(value, int) and not isinstance(value, bool),
+}
 
 
 class InvalidSession(ValueError):
-    def __init__(self, errors: dict):
-        super().__init__(errors)
+    """A document that is not a storable TARSy session.
+
+    ``errors`` maps the JSON path of each bad value to its messages.
+    """
+
+    def __init__(self, errors: dict[str, list[str]]):
+        super().__init__(format_errors(errors))
         self.errors = errors
 
 
-def parse_session(document: dict) -> dict:
-    raise NotImplementedError
+def format_errors(errors: dict[str, list[str]]) -> str:
+    """The errors on one line, each prefixed with its path."""
+    return "; ".join(
+        " ".join(messages) if path == DOCUMENT_ERRORS_KEY else f"{path}: {' '.join(messages)}"
+        for path, messages in errors.items()
+    )
+
+
+def describe(value) -> str:
+    """The JSON type of a value, for messages: 'a list', 'null', ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    for kind, check in _KIND_CHECKS.items():
+        if check(value):
+            return kind
+    return type(value).__name__
+
+
+def parse_session(document) -> dict:
+    """AlertSession field values from one TARSy session document.
+
+    Raises InvalidSession listing every problem found (up to
+    MAX_REPORTED_ERRORS), so that one round of fixes is usually enough.
+    """
+    if not isinstance(document, dict):
+        raise InvalidSession(
+            {DOCUMENT_ERRORS_KEY: [f"Expected a TARSy session (a JSON object), got {describe(document)}."]}
+        )
+    check = _DocumentCheck()
+    fields = {
+        "session_id": check.session_id(document),
+        "alert_type": check.text(document, "alert_type", "", required=True),
+        "agent_type": check.text(document, "agent_type", "") or "",
+        "chain_id": check.text(document, "chain_id", "") or "",
+        "status": check.status(document),
+        "author": check.text(document, "author", "") or "",
+        "runbook_url": check.text(document, "runbook_url", "") or "",
+        "started_at_us": check.timestamp(document, "started_at_us", required=True),
+        "completed_at_us": check.timestamp(document, "completed_at_us", required=False),
+        "error_message": check.text(document, "error_message", ""),
+        "alert_data": check.value(document, "alert_data", "", "an object"),
+        "final_analysis": check.text(document, "final_analysis", ""),
+        "final_analysis_summary": check.text(document, "final_analysis_summary", ""),
+        "stages": check.stages(document),
+        "session_level_interactions": check.session_level_interactions(document),
+    }
+    if not check.errors:
+        # Encoded once (the C encoder: fast on megabytes), to measure it and to look inside for NULs.
+        encoded = {key: compact_json(fields[key]) for key in ("alert_data", *AlertSession.HEAVY_FIELDS)}
+        for key, text in encoded.items():
+            if "u0000" in text and _ENCODED_NUL.search(text):
+                check.fail(key, NUL_ERROR)
+        fields["investigation_bytes"] = sum(len(encoded[key].encode()) for key in AlertSession.HEAVY_FIELDS)
+    if check.errors:
+        raise InvalidSession(check.reported_errors())
+    return fields
+
+
+def compact_json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _path(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if parent else key
+
+
+class _DocumentCheck:
+    """Checks parts of one document, collecting errors by path.
+
+    Each method returns the checked value, or None when it is absent, null or
+    invalid (the error, if any, is recorded).
+    """
+
+    def __init__(self):
+        self.errors: dict[str, list[str]] = {}
+
+    def fail(self, path: str, message: str) -> None:
+        self.errors.setdefault(path, []).append(message)
+
+    def reported_errors(self) -> dict[str, list[str]]:
+        paths = list(self.errors)
+        reported = {path: self.errors[path] for path in paths[:MAX_REPORTED_ERRORS]}
+        if len(paths) > MAX_REPORTED_ERRORS:
+            reported.setdefault(DOCUMENT_ERRORS_KEY, []).append(
+                f"{len(paths) - MAX_REPORTED_ERRORS} more invalid values not listed; "
+                "fix these and send the document again."
+            )
+        return reported
+
+    def value(self, obj: dict, key: str, parent: str, kind: str, *, required=True, nullable=False, what=""):
+        """A value of JSON type ``kind``; ``what`` says more about it in messages."""
+        path = _path(parent, key)
+        expected = f"{kind}{what} or null" if nullable else f"{kind}{what}"
+        if key not in obj:
+            if required:
+                self.fail(path, f"This field is required ({expected}).")
+            return None
+        value = obj[key]
+        if value is None and nullable:
+            return None
+        if not _KIND_CHECKS[kind](value):
+            self.fail(path, f"Expected {expected}, got {describe(value)}.")
+            return None
+        return value
+
+    def text(self, obj: dict, key: str, parent: str, *, required=False) -> str | None:
+        """A string; required ones must be non-empty, optional ones may be null or absent."""
+        value = self.value(obj, key, parent, "a string", required=required, nullable=not required)
+        if value is None:
+            return None
+        path = _path(parent, key)
+        if required and not value.strip():
+            self.fail(path, "This field may not be blank.")
+            return None
+        if not parent:  # a column of its own: may have a length limit, and cannot hold NULs
+            if "\x00" in value:
+                self.fail(path, NUL_ERROR)
+                return None
+            max_length = AlertSession._meta.get_field(key).max_length
+            if max_length and len(value) > max_length:
+                self.fail(
+                    path, f"Ensure this field has no more than {max_length} characters (it has {len(value)})."
+                )
+                return None
+        return value
+
+    def session_id(self, document: dict) -> uuid.UUID | None:
+        value = self.value(document, "session_id", "", "a string")
+        if value is None:
+            return None
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            self.fail("session_id", f"'{value[:100]}' is not a valid UUID.")
+            return None
+
+    def status(self, document: dict) -> str | None:
+        value = self.value(document, "status", "", "a string")
+        if value is not None and value not in SessionStatus.values:
+            self.fail("status", STATUS_ERROR.format(input=value[:100]))
+            return None
+        return value
+
+    def timestamp(self, document: dict, key: str, *, required: bool) -> int | None:
+        value = self.value(document, key, "", "an integer", required=required, nullable=not required)
+        if value is not None and not 0 <= value <= MAX_TIMESTAMP_US:
+            self.fail(
+                key, f"Expected microseconds since the Unix epoch (0 to {MAX_TIMESTAMP_US}), got {value}."
+            )
+            return None
+        return value
+
+    def stages(self, document: dict) -> list | None:
+        stages = self.value(document, "stages", "", "a list")
+        for index, stage in enumerate(stages or []):
+            self.stage(stage, f"stages[{index}]")
+        return stages
+
+    def stage(self, stage, path: str) -> None:
+        if not isinstance(stage, dict):
+            self.fail(path, f"Expected a stage (an object), got {describe(stage)}.")
+            return
+        for key in ("execution_id", "stage_name"):
+            self.text(stage, key, path, required=True)
+        self.value(stage, "stage_index", path, "an integer")
+        for key, kind in (("llm_interactions", "llm"), ("mcp_communications", "mcp")):
+            interactions = self.value(stage, key, path, "a list")
+            for index, interaction in enumerate(interactions or []):
+                self.interaction(interaction, f"{path}.{key}[{index}]", kind)
+        children = self.value(
+            stage, "parallel_executions", path, "a list", nullable=True, what=" of child stages"
+        )
+        for index, child in enumerate(children or []):
+            self.stage(child, f"{path}.parallel_executions[{index}]")
+
+    def session_level_interactions(self, document: dict) -> list:
+        interactions = self.value(
+            document, "session_level_interactions", "", "a list", required=False, nullable=True
+        )
+        for index, interaction in enumerate(interactions or []):
+            self.interaction(interaction, f"session_level_interactions[{index}]", kind=None)
+        return interactions or []
+
+    def interaction(self, interaction, path: str, kind: str | None) -> None:
+        """An LLM interaction or MCP communication; kind None means read it from ``type``."""
+        if not isinstance(interaction, dict):
+            self.fail(path, f"Expected an interaction (an object), got {describe(interaction)}.")
+            return
+        if kind is None:
+            kind = interaction.get("type")
+            if kind not in ("llm", "mcp"):
+                self.fail(
+                    _path(path, "type"),
+                    f"Expected 'llm' or 'mcp' (the kind of interaction), got {json.dumps(kind)[:100]}.",
+                )
+                return
+        details = self.value(
+            interaction, "details", path, "an object", what=f" with the {kind.upper()} details"
+        )
+        if details is None:
+            return
+        details_path = _path(path, "details")
+        if kind == "llm":
+            self.llm_details(details, details_path)
+        else:
+            for key in ("server_name", "communication_type"):
+                self.text(details, key, details_path, required=True)
+
+    def llm_details(self, details: dict, path: str) -> None:
+        conversation = self.value(details, "conversation", path, "an object", what=' with a "messages" list')
+        if conversation is None:
+            return
+        messages_path = _path(path, "conversation")
+        messages = self.value(
+            conversation, "messages", messages_path, "a list", what=" of {role, content} messages"
+        )
+        for index, message in enumerate(messages or []):
+            message_path = f"{messages_path}.messages[{index}]"
+            if not isinstance(message, dict):
+                self.fail(
+                    message_path,
+                    f"Expected a message (an object with role and content), got {describe(message)}.",
+                )
+                continue
+            self.text(message, "role", message_path, required=True)
+            self.value(message, "content", message_path, "a string")

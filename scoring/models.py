@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -107,7 +108,7 @@ class SessionScore(models.Model):
     judge_model = models.CharField(max_length=255, blank=True, default="")
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
-    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
 
     class Meta:
         db_table = "session_scores"
@@ -176,3 +177,73 @@ class JudgeCircuit(models.Model):
 
     class Meta:
         db_table = "judge_circuit"
+
+
+class ScoringEvent(models.Model):
+    """One scoring event, stored so that clients can catch up on what they missed.
+
+    The autoincrement id orders events and is the ``last_event_id`` of the
+    WebSocket catchup. Rows older than ``SCORING_EVENT_RETENTION_S`` are pruned.
+    The score and session are plain ids, not foreign keys: an event outlives
+    nothing it points at and must not block deleting a session.
+    """
+
+    event_type = models.CharField(max_length=32)
+    score_id = models.UUIDField()
+    session_id = models.UUIDField()
+    # Whether the event also goes to the global ``sessions`` channel (all but progress).
+    on_sessions_channel = models.BooleanField()
+    timestamp_us = models.BigIntegerField()
+    # Type-specific fields (total_score, error_message, phase).
+    fields = models.JSONField(default=dict)
+
+    class Meta:
+        db_table = "scoring_events"
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["session_id", "id"], name="ix_scoring_events_session"),
+            models.Index(fields=["on_sessions_channel", "id"], name="ix_scoring_events_sessions"),
+            models.Index(fields=["timestamp_us"], name="ix_scoring_events_timestamp"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} #{self.id} of score {self.score_id}"
+
+
+class ReviewVerdict(models.TextChoices):
+    AGREE = "agree", "Agree"
+    DISAGREE = "disagree", "Disagree"
+
+
+class ScoreReview(models.Model):
+    """A person's verdict on a completed judge score.
+
+    Reviews sit beside the judge's output and never change it: they record
+    whether a reviewer agrees, the score they would give, and why. Every
+    review is kept, so a score can carry several (one per reviewer or revision).
+    """
+
+    score = models.ForeignKey(SessionScore, on_delete=models.CASCADE, related_name="reviews")
+    # PROTECT: who said it is part of the record.
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="score_reviews")
+    verdict = models.CharField(max_length=16, choices=ReviewVerdict.choices)
+    reviewer_score = models.IntegerField(help_text="The score (0-100) the reviewer would give.")
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "score_reviews"
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["score", "verdict"], name="ix_score_reviews_score_verdict")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(reviewer_score__gte=0, reviewer_score__lte=100),
+                name="ck_score_reviews_reviewer_score_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(verdict__in=["agree", "disagree"]), name="ck_score_reviews_verdict"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.verdict} ({self.reviewer_score}) on score {self.score_id}"

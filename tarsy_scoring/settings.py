@@ -196,10 +196,16 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "LLM-judge scoring of TARSy alert sessions (EP-0028).",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and its docs pages describe the API; they grant nothing.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "SessionStatusEnum": "scoring.models.SessionStatus.choices",
+        "ScoringStatusEnum": "scoring.models.ScoringStatus.choices",
+    },
 }
 
 # --- Judge LLM ------------------------------------------------------------------------
@@ -263,3 +269,12 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
+
+# --- Events ---------------------------------------------------------------------------------
+# Scoring events are stored (for WebSocket catchup) this long, then pruned.
+SCORING_EVENT_RETENTION_S = env_number("SCORING_EVENT_RETENTION_S", 86400, int)
+# Without Redis, each web process polls the events table this often to relay
+# events written by worker processes to its WebSocket clients.
+SCORING_EVENT_RELAY_POLL_S = env_number("SCORING_EVENT_RELAY_POLL_S", 0.2)
+# How often each web process prunes old events.
+SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)

@@ -1,10 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/api/v1/", permanent=False)),
+    path("", include("scoring.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scoring.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -3,11 +3,17 @@
 import logging
 
 from django.db import DatabaseError
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 logger = logging.getLogger(__name__)
+
+
+class DetailErrorSerializer(serializers.Serializer):
+    """The body of every error answer: a message for the caller."""
+
+    detail = serializers.CharField()
 
 
 def exception_handler(exc, context):

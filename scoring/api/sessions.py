@@ -1,7 +1,177 @@
-from rest_framework import viewsets
+"""The sessions API: TARSy sends (or an operator imports) sessions; anyone signed in reads them."""
 
-from scoring.models import AlertSession
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers, status, viewsets
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.response import Response
+
+from scoring import selectors, services
+from scoring.api.errors import DetailErrorSerializer
+from scoring.ingest import STATUS_ERROR, InvalidSession
+from scoring.models import AlertSession, SessionStatus
+
+SUMMARY_FIELDS = [
+    "session_id",
+    "alert_type",
+    "agent_type",
+    "chain_id",
+    "status",
+    "author",
+    "runbook_url",
+    "started_at_us",
+    "completed_at_us",
+    "error_message",
+    "alert_data",
+    "final_analysis",
+    "final_analysis_summary",
+    "investigation_bytes",
+    "imported_at",
+    "updated_at",
+]
+# Computed here, never sent by TARSy: read-only also keeps them out of the request schema.
+COMPUTED_FIELDS = ["investigation_bytes", "imported_at", "updated_at"]
 
 
-class SessionViewSet(viewsets.ReadOnlyModelViewSet):
+class SessionSummarySerializer(serializers.ModelSerializer):
+    """A session without its investigation (stages and session-level interactions)."""
+
+    class Meta:
+        model = AlertSession
+        fields = SUMMARY_FIELDS
+        read_only_fields = SUMMARY_FIELDS
+
+
+class SessionDetailSerializer(serializers.ModelSerializer):
+    """A whole session, as TARSy's history API returns it (fields this service keeps).
+
+    It also describes the POST body in the schema; the body itself is validated
+    by ``scoring.ingest``, whose errors name the JSON path of each bad value.
+    """
+
+    stages = serializers.ListField(
+        child=serializers.DictField(),
+        help_text=(
+            "TARSy stage executions, each with execution_id, stage_name, stage_index, "
+            "llm_interactions (each with details.conversation.messages: [{role, content}]), "
+            "mcp_communications (each with details.server_name and details.communication_type) "
+            "and parallel_executions (null, or a list of child stages). Other keys are kept as sent."
+        ),
+    )
+    session_level_interactions = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="Interactions outside any stage (like the executive summary), of type 'llm' or 'mcp'.",
+    )
+
+    class Meta:
+        model = AlertSession
+        fields = SUMMARY_FIELDS + ["stages", "session_level_interactions"]
+        read_only_fields = COMPUTED_FIELDS
+        extra_kwargs = {"alert_data": {"required": True}}
+
+
+class SessionListQuerySerializer(serializers.Serializer):
+    status = serializers.ChoiceField(
+        choices=SessionStatus.choices,
+        required=False,
+        allow_blank=True,
+        error_messages={"invalid_choice": STATUS_ERROR},
+        help_text="Only sessions with this TARSy status.",
+    )
+    alert_type = serializers.CharField(
+        required=False, allow_blank=True, help_text="Only sessions of this alert type."
+    )
+
+
+def field_errors(description: str, example: dict) -> OpenApiResponse:
+    """A 400 whose body lists the messages for each bad value, keyed by its path."""
+    return OpenApiResponse(
+        response={"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+        description=description,
+        examples=[OpenApiExample("Field errors", value=example)],
+    )
+
+
+INVALID_SESSION = field_errors(
+    "The body is not a TARSy session: messages for each bad value, keyed by its JSON path "
+    "(or, if the body is not JSON at all, a `detail` with the parser's message).",
+    {
+        "status": [STATUS_ERROR.format(input="running")],
+        "stages[2].llm_interactions[0].details.conversation": [
+            'This field is required (an object with a "messages" list).'
+        ],
+    },
+)
+INVALID_FILTER = field_errors(
+    "A filter has a value no session can have.", {"status": [STATUS_ERROR.format(input="running")]}
+)
+
+
+NOT_SIGNED_IN = OpenApiResponse(DetailErrorSerializer, description="No credentials, or invalid ones.")
+NO_SUCH_SESSION = OpenApiResponse(
+    DetailErrorSerializer, description="No session with this id (or the id is not a UUID)."
+)
+NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not sent as application/json.")
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List sessions, newest first",
+        parameters=[SessionListQuerySerializer],
+        responses={200: SessionSummarySerializer(many=True), 400: INVALID_FILTER, 401: NOT_SIGNED_IN},
+    ),
+    retrieve=extend_schema(
+        summary="One whole session, with its investigation",
+        responses={200: SessionDetailSerializer, 401: NOT_SIGNED_IN, 404: NO_SUCH_SESSION},
+    ),
+    create=extend_schema(
+        summary="Store one TARSy session (new or updated)",
+        description="The body is a session as TARSy's `GET /api/v1/history/sessions/{id}` returns it. "
+        "Sending a session again replaces it.",
+        request=SessionDetailSerializer,
+        responses={
+            201: OpenApiResponse(SessionSummarySerializer, description="The session was new."),
+            200: OpenApiResponse(
+                SessionSummarySerializer, description="The session existed and was replaced."
+            ),
+            400: INVALID_SESSION,
+            401: NOT_SIGNED_IN,
+            415: NOT_JSON,
+        },
+    ),
+)
+class SessionViewSet(viewsets.GenericViewSet):
+    lookup_field = "session_id"
+    # Used only to type the path parameter in the schema; reads go through selectors.
     queryset = AlertSession.objects.none()
+    serializer_class = SessionDetailSerializer
+    # Form-encoded bodies cannot carry a session: answer 415, not field errors.
+    parser_classes = [JSONParser]
+
+    def list(self, request):
+        query = SessionListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        sessions = selectors.session_list(
+            status=query.validated_data.get("status") or None,
+            alert_type=query.validated_data.get("alert_type") or None,
+        )
+        page = self.paginate_queryset(sessions)
+        return self.get_paginated_response(SessionSummarySerializer(page, many=True).data)
+
+    def retrieve(self, request, session_id=None):
+        try:
+            session = selectors.get_session(session_id)
+        except AlertSession.DoesNotExist as exc:
+            raise NotFound(str(exc)) from exc
+        return Response(SessionDetailSerializer(session).data)
+
+    def create(self, request):
+        try:
+            session, created = services.ingest_session(request.data)
+        except InvalidSession as exc:
+            raise ValidationError(exc.errors) from exc
+        return Response(
+            SessionSummarySerializer(session).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )

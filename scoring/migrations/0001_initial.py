@@ -83,7 +83,7 @@ class Migration(migrations.Migration):
                 ('judge_model', models.CharField(blank=True, default='', max_length=255)),
                 ('input_tokens', models.IntegerField(blank=True, null=True)),
                 ('output_tokens', models.IntegerField(blank=True, null=True)),
-                ('cost_usd', models.DecimalField(blank=True, decimal_places=6, max_digits=12, null=True)),
+                ('cost_usd', models.DecimalField(blank=True, decimal_places=10, max_digits=18, null=True)),
                 ('session', models.ForeignKey(db_column='session_id', on_delete=django.db.models.deletion.CASCADE, related_name='scores', to='scoring.alertsession')),
             ],
             options={

@@ -1,0 +1,374 @@
+"""Admin for sessions and scores: operators request scorings, reviewers judge the judge.
+
+Sessions and scores are read-only here: sessions come from TARSy and scores
+from the judge. The session list requests scorings (through the same service
+as the API); the score page records human reviews (``services.record_review``).
+The session list never loads the investigation columns.
+"""
+
+import uuid
+
+from django import forms
+from django.contrib import admin, messages
+from django.db.models import Q
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from scoring import rendering, selectors, services
+from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
+from scoring.templatetags.scoring_ui import badge_html, is_current_criteria, us_datetime
+from scoring.templatetags.scoring_ui import duration as duration_text
+
+REVIEW_PERMISSION = "scoring.add_scorereview"
+BADGE_MEDIA = forms.Media(css={"all": ["scoring/badges.css"]})
+
+
+# --- Filters ----------------------------------------------------------------------------------
+
+
+class ScoreBandFilter(admin.SimpleListFilter):
+    title = "score band"
+    parameter_name = "band"
+    score_field = "total_score"
+
+    def lookups(self, request, model_admin):
+        return [(band.key, f"{band.label} ({band.low}-{band.high})") for band in selectors.SCORE_BANDS]
+
+    def queryset(self, request, queryset):
+        if self.value() in {band.key for band in selectors.SCORE_BANDS}:
+            return queryset.filter(selectors.band_q(self.value(), self.score_field))
+        return queryset
+
+
+class CriteriaFilter(admin.SimpleListFilter):
+    title = "scoring criteria"
+    parameter_name = "criteria"
+    hash_field = "prompt_hash"
+
+    def lookups(self, request, model_admin):
+        return [("current", "Current"), ("obsolete", "Obsolete")]
+
+    def queryset(self, request, queryset):
+        if self.value() in {"current", "obsolete"}:
+            return queryset.filter(selectors.criteria_q(obsolete=self.value() == "obsolete", field=self.hash_field))
+        return queryset
+
+
+class SessionScoreStateFilter(admin.SimpleListFilter):
+    title = "score"
+    parameter_name = "scored"
+
+    def lookups(self, request, model_admin):
+        return list(selectors.SCORE_STATES.items())
+
+    def queryset(self, request, queryset):
+        if self.value() in selectors.SCORE_STATES:
+            return queryset.filter(selectors.score_state_q(self.value()))
+        return queryset
+
+
+class SessionBandFilter(ScoreBandFilter):
+    score_field = "latest_total_score"
+
+
+class SessionCriteriaFilter(CriteriaFilter):
+    hash_field = "latest_prompt_hash"
+
+
+class ReviewStateFilter(admin.SimpleListFilter):
+    title = "human review"
+    parameter_name = "review"
+
+    def lookups(self, request, model_admin):
+        return list(selectors.REVIEW_STATES.items())
+
+    def queryset(self, request, queryset):
+        if self.value() in selectors.REVIEW_STATES:
+            return queryset.filter(selectors.review_state_q(self.value()))
+        return queryset
+
+
+# --- Sessions ------------------------------------------------------------------------------------
+
+
+def outcome_message(outcome: dict[str, int]) -> str:
+    """One sentence for the counts of ``services.score_sessions``."""
+    parts = [f"{outcome['queued']} queued for scoring"]
+    if outcome["already_scored"]:
+        parts.append(f"{outcome['already_scored']} already scored (use force re-score to score again)")
+    if outcome["in_progress"]:
+        parts.append(f"{outcome['in_progress']} already being scored")
+    if outcome["not_scorable"]:
+        parts.append(f"{outcome['not_scorable']} skipped: not finished")
+    return "; ".join(parts) + "."
+
+
+def score_admin_url(score_id) -> str:
+    return reverse("admin:scoring_sessionscore_change", args=[score_id])
+
+
+@admin.register(AlertSession)
+class AlertSessionAdmin(admin.ModelAdmin):
+    list_display = ["short_id", "alert_type", "status", "started", "score"]
+    list_filter = [SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "alert_type", "status"]
+    # get_search_results does the searching; a non-empty list shows the box.
+    search_fields = ["session_id"]
+    search_help_text = "A whole session id, or text from the alert type or the alert data."
+    list_per_page = 50
+    actions = ["score_selected", "force_rescore_selected"]
+    fields = [
+        "session_id", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
+        "started", "completed", "error_message", "alert_data_view", "final_analysis_view",
+        "investigation_view", "score_history",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    @property
+    def media(self):
+        return super().media + BADGE_MEDIA
+
+    def get_queryset(self, request):
+        return selectors.with_latest_score(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
+
+    def get_search_results(self, request, queryset, search_term):
+        return selectors.search_sessions(queryset, search_term), False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Session", ordering="session_id")
+    def short_id(self, session):
+        return str(session.session_id)[:8]
+
+    @admin.display(description="Started", ordering="started_at_us")
+    def started(self, session):
+        return us_datetime(session.started_at_us)
+
+    @admin.display(description="Completed")
+    def completed(self, session):
+        return us_datetime(session.completed_at_us)
+
+    @admin.display(description="Score", ordering="latest_total_score")
+    def score(self, session):
+        shown = badge_html(session.latest_status, session.latest_total_score)
+        if session.latest_score_id is None:
+            return shown
+        if session.latest_prompt_hash is not None and not is_current_criteria(session.latest_prompt_hash):
+            shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
+        return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
+
+    @admin.display(description="Alert data")
+    def alert_data_view(self, session):
+        return format_html('<pre class="scoring-pre">{}</pre>', rendering.render_alert_data(session.alert_data))
+
+    @admin.display(description="Final analysis")
+    def final_analysis_view(self, session):
+        return render_to_string("scoring/_markdown.html", {"text": session.final_analysis})
+
+    @admin.display(description="Investigation")
+    def investigation_view(self, session):
+        return format_html(
+            '<details><summary>The investigation as the judge reads it</summary><pre class="scoring-pre">{}</pre>'
+            "</details>",
+            rendering.render_investigation(session),
+        )
+
+    @admin.display(description="Score history")
+    def score_history(self, session):
+        return render_to_string(
+            "admin/scoring/score_history.html", {"scores": selectors.score_history(session.session_id)}
+        )
+
+    def _request_scoring(self, request, queryset, *, force_rescore: bool):
+        outcome = services.score_sessions(
+            list(queryset.values_list("session_id", flat=True)),
+            triggered_by=request.user.get_username(),
+            force_rescore=force_rescore,
+        )
+        level = messages.SUCCESS if outcome["queued"] else messages.WARNING
+        self.message_user(request, outcome_message(outcome), level)
+
+    @admin.action(description="Score selected sessions")
+    def score_selected(self, request, queryset):
+        self._request_scoring(request, queryset, force_rescore=False)
+
+    @admin.action(description="Force re-score selected sessions")
+    def force_rescore_selected(self, request, queryset):
+        self._request_scoring(request, queryset, force_rescore=True)
+
+
+# --- Scores ----------------------------------------------------------------------------------------
+
+
+class ReviewForm(forms.Form):
+    verdict = forms.ChoiceField(choices=ReviewVerdict.choices, widget=forms.RadioSelect)
+    reviewer_score = forms.IntegerField(min_value=0, max_value=100, label="Your score (0-100)")
+    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, label="Why")
+
+
+class ScoreReviewInline(admin.TabularInline):
+    model = ScoreReview
+    fields = ["created_at", "reviewer", "verdict", "reviewer_score", "note"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name = "human review"
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(SessionScore)
+class SessionScoreAdmin(admin.ModelAdmin):
+    list_display = [
+        "short_id", "session_link", "status", "score", "criteria", "judge_model",
+        "score_triggered_by", "scored", "reviews_summary",
+    ]  # fmt: skip
+    list_filter = ["status", ScoreBandFilter, CriteriaFilter, "judge_model", "score_triggered_by", ReviewStateFilter]
+    search_fields = ["score_id"]
+    search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
+    list_per_page = 50
+    fields = [
+        "score_id", "session_link", "status", "score", "criteria", "judge_model", "tokens", "cost",
+        "duration", "score_triggered_by", "scored", "started", "completed", "error_message",
+        "score_analysis_html", "missing_tools_html",
+    ]  # fmt: skip
+    readonly_fields = fields
+    inlines = [ScoreReviewInline]
+    change_form_template = "admin/scoring/sessionscore/change_form.html"
+
+    @property
+    def media(self):
+        return super().media + BADGE_MEDIA
+
+    def get_queryset(self, request):
+        # The list shows no analyses; the score page loads them when it shows them.
+        scores = super().get_queryset(request).defer("score_analysis", "missing_tools_analysis")
+        return selectors.with_review_counts(scores)
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        try:
+            key = uuid.UUID(term)
+        except ValueError:
+            return queryset.filter(Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)), False
+        return queryset.filter(Q(score_id=key) | Q(session_id=key)), False
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_urls(self):
+        review = self.admin_site.admin_view(self.review_view)
+        return [path("<uuid:score_id>/review/", review, name="scoring_sessionscore_review")] + super().get_urls()
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = {
+            **(extra_context or {}),
+            "review_form": ReviewForm(),
+            "can_review": request.user.has_perm(REVIEW_PERMISSION),
+        }
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def review_view(self, request, score_id):
+        """Record the signed-in user's review of a score (POST from the score page)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        score = get_object_or_404(SessionScore.objects.only("score_id"), pk=score_id)
+        back = HttpResponseRedirect(reverse("admin:scoring_sessionscore_change", args=[score.score_id]))
+        if not request.user.has_perm(REVIEW_PERMISSION):
+            self.message_user(request, "You may not review scores (needs the “add score review” permission).",
+                              messages.ERROR)  # fmt: skip
+            return back
+        form = ReviewForm(request.POST)
+        if not form.is_valid():
+            errors = "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
+            self.message_user(request, f"Review not recorded: {errors}", messages.ERROR)
+            return back
+        try:
+            review = services.record_review(score_id=score.score_id, reviewer=request.user, **form.cleaned_data)
+        except services.ReviewRejected as exc:
+            self.message_user(request, f"Review not recorded: {exc}", messages.ERROR)
+            return back
+        self.message_user(request, f"Your review ({review.get_verdict_display().lower()}, "
+                                   f"{review.reviewer_score}) was recorded.", messages.SUCCESS)  # fmt: skip
+        return back
+
+    @admin.display(description="Score", ordering="score_id")
+    def short_id(self, score):
+        return str(score.score_id)[:8]
+
+    @admin.display(description="Session", ordering="session_id")
+    def session_link(self, score):
+        url = reverse("admin:scoring_alertsession_change", args=[score.session_id])
+        return format_html('<a href="{}">{}</a>', url, str(score.session_id)[:8])
+
+    @admin.display(description="Total", ordering="total_score")
+    def score(self, score):
+        return badge_html(score.status, score.total_score)
+
+    @admin.display(description="Criteria", ordering="prompt_hash")
+    def criteria(self, score):
+        current = is_current_criteria(score.prompt_hash)
+        return format_html(
+            '<span class="{}" title="{}">{}</span>',
+            "criteria-current" if current else "criteria-obsolete",
+            score.prompt_hash,
+            f"{'current' if current else 'obsolete'} ({score.prompt_hash[:12]})",
+        )
+
+    @admin.display(description="Tokens (in / out)")
+    def tokens(self, score):
+        if score.input_tokens is None and score.output_tokens is None:
+            return "-"
+        return f"{score.input_tokens or 0:,} / {score.output_tokens or 0:,}"
+
+    @admin.display(description="Cost (USD)")
+    def cost(self, score):
+        return "-" if score.cost_usd is None else f"{score.cost_usd:.6f}"
+
+    @admin.display(description="Duration")
+    def duration(self, score):
+        return duration_text(score.started_at_us, score.completed_at_us) or "-"
+
+    @admin.display(description="Requested", ordering="scored_at_us")
+    def scored(self, score):
+        return us_datetime(score.scored_at_us)
+
+    @admin.display(description="Started")
+    def started(self, score):
+        return us_datetime(score.started_at_us)
+
+    @admin.display(description="Completed")
+    def completed(self, score):
+        return us_datetime(score.completed_at_us)
+
+    @admin.display(description="Reviews")
+    def reviews_summary(self, score):
+        if not (score.agree_count or score.disagree_count):
+            return "not reviewed"
+        return f"{score.agree_count} agree, {score.disagree_count} disagree"
+
+    @admin.display(description="Score analysis")
+    def score_analysis_html(self, score):
+        return render_to_string("scoring/_markdown.html", {"text": score.score_analysis})
+
+    @admin.display(description="Missing tools")
+    def missing_tools_html(self, score):
+        return render_to_string("scoring/_markdown.html", {"text": score.missing_tools_analysis})

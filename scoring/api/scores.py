@@ -1,0 +1,142 @@
+"""``/api/v1/scoring/sessions/{session_id}/score``: request and read a session's score.
+
+Behaviour is spec 000's "API Usage" section, status table included.
+"""
+
+import uuid
+
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
+from rest_framework.exceptions import NotFound
+from rest_framework.response import Response
+
+from scoring import selectors, services
+from scoring.api.errors import DetailErrorSerializer
+from scoring.models import ScoringStatus, SessionScore
+from scoring.prompts import PROMPT_HASH
+
+
+class ScoreRequestSerializer(serializers.Serializer):
+    force_rescore = serializers.BooleanField(
+        default=False, help_text="Score again even if the session has a finished score."
+    )
+
+
+class ScoreSerializer(serializers.ModelSerializer):
+    session_id = serializers.UUIDField(read_only=True)
+    current_prompt_used = serializers.SerializerMethodField(
+        help_text="Whether the score was made with the judge prompts this service uses now."
+    )
+
+    class Meta:
+        model = SessionScore
+        fields = [
+            "score_id",
+            "session_id",
+            "status",
+            "prompt_hash",
+            "total_score",
+            "score_analysis",
+            "missing_tools_analysis",
+            "error_message",
+            "score_triggered_by",
+            "scored_at_us",
+            "started_at_us",
+            "completed_at_us",
+            "current_prompt_used",
+            "judge_model",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+        ]
+        read_only_fields = fields
+
+    def get_current_prompt_used(self, score: SessionScore) -> bool:
+        return score.prompt_hash == PROMPT_HASH
+
+
+class ScoreAcceptedSerializer(serializers.ModelSerializer):
+    session_id = serializers.UUIDField(read_only=True)
+
+    class Meta:
+        model = SessionScore
+        fields = ["score_id", "session_id", "status"]
+        read_only_fields = fields
+
+
+ConflictSerializer = inline_serializer(
+    "ScoringConflict",
+    {"detail": serializers.CharField(), "score_id": serializers.UUIDField(), "status": serializers.CharField()},
+)
+_ERRORS = {
+    401: OpenApiResponse(DetailErrorSerializer, description="Not authenticated."),
+    404: OpenApiResponse(DetailErrorSerializer, description="Session not found, or not scored yet (GET)."),
+    500: OpenApiResponse(DetailErrorSerializer, description="Database error or scoring service failure."),
+}
+
+
+def _parse_session_id(raw: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise NotFound(f"session {raw!r} not found: a session id is a UUID") from None
+
+
+class SessionScoreViewSet(viewsets.ViewSet):
+    """Request and read the judge's score of one TARSy session."""
+
+    @extend_schema(
+        summary="Get the session's score",
+        description="The newest scoring of the session, whatever its status.",
+        responses={200: ScoreSerializer, **_ERRORS},
+    )
+    def retrieve(self, request, session_id: str):
+        parsed_id = _parse_session_id(session_id)
+        if not selectors.session_exists(parsed_id):
+            raise NotFound(f"session {parsed_id} not found")
+        score = selectors.latest_score(parsed_id)
+        if score is None:
+            raise NotFound(f"session {parsed_id} has not been scored yet")
+        return Response(ScoreSerializer(score).data)
+
+    @extend_schema(
+        summary="Score the session",
+        description=(
+            "Starts scoring in the background and returns at once (202), or returns the existing "
+            "score: a finished one (200) unless `force_rescore`, an active one (202) as it is. "
+            "Forcing a re-score while one is active is a conflict (409). Only finished sessions "
+            "(completed, failed, cancelled, timed_out) can be scored (else 400). Follow progress "
+            "on the WebSocket or by polling GET."
+        ),
+        request=ScoreRequestSerializer,
+        responses={
+            200: OpenApiResponse(ScoreSerializer, description="The session's finished score."),
+            202: OpenApiResponse(ScoreAcceptedSerializer, description="Scoring queued or under way."),
+            400: OpenApiResponse(DetailErrorSerializer, description="Session not finished, or a bad body."),
+            409: OpenApiResponse(ConflictSerializer, description="force_rescore while scoring is active."),
+            **_ERRORS,
+        },
+        examples=[OpenApiExample("Force a re-score", value={"force_rescore": True}, request_only=True)],
+    )
+    def create(self, request, session_id: str):
+        parsed_id = _parse_session_id(session_id)
+        body = ScoreRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            score, _ = services.score_request(
+                session_id=parsed_id,
+                triggered_by=request.user.get_username(),
+                force_rescore=body.validated_data["force_rescore"],
+            )
+        except services.SessionNotFound as exc:
+            raise NotFound(str(exc)) from None
+        except services.SessionNotScorable as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except services.ScoringInProgress as exc:
+            return Response(
+                {"detail": str(exc), "score_id": exc.score.score_id, "status": exc.score.status},
+                status=status.HTTP_409_CONFLICT,
+            )
+        if score.status in ScoringStatus.active_values():
+            return Response(ScoreAcceptedSerializer(score).data, status=status.HTTP_202_ACCEPTED)
+        return Response(ScoreSerializer(score).data, status=status.HTTP_200_OK)

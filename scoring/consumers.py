@@ -1,0 +1,202 @@
+"""The dashboard WebSocket at ``/api/v1/ws``: TARSy's subscribe/catchup protocol.
+
+Protocol, close codes and authentication are described in docs/websocket.md.
+"""
+
+import json
+import logging
+import uuid
+from collections import OrderedDict
+from urllib.parse import urlsplit
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from scoring import events, relay
+from scoring.auth import proxy_username
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN_ORIGIN = 4403
+MAX_SUBSCRIPTIONS = 100
+# Event ids remembered per connection to send each event once (an event can
+# arrive through two subscribed channels, or both live and in a catchup).
+REMEMBERED_EVENT_IDS = 10_000
+
+
+def request_meta(scope: dict) -> dict:
+    """The WSGI-style META of a WebSocket handshake, as ``scoring.auth`` reads it."""
+    meta = {"REMOTE_ADDR": scope["client"][0] if scope.get("client") else None}
+    for name, value in scope.get("headers", []):
+        meta["HTTP_" + name.decode("latin-1").upper().replace("-", "_")] = value.decode("latin-1")
+    return meta
+
+
+def origin_allowed(origin: str) -> bool:
+    """Whether a browser page from ``origin`` may open the socket (CSRF's rules)."""
+    if origin in settings.CSRF_TRUSTED_ORIGINS:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return False
+    domain, _port = split_domain_port(parts.netloc)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+def refusal_code(scope: dict) -> int | None:
+    """The close code for a connection that may not listen, or None if it may.
+
+    Listeners authenticate like the REST API: oauth2-proxy headers from a
+    trusted address, or a Django session cookie. A browser always sends
+    Origin, and a foreign one is refused (cross-site WebSocket hijacking). A
+    handshake without Origin comes from a non-browser client, accepted only
+    when the proxy vouches for it: a bare session cookie is not enough.
+    """
+    meta = request_meta(scope)
+    origin = meta.get("HTTP_ORIGIN")
+    if origin is not None and not origin_allowed(origin):
+        return CLOSE_FORBIDDEN_ORIGIN
+    if proxy_username(meta) is not None:
+        return None
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return CLOSE_UNAUTHENTICATED
+    return None if origin is not None else CLOSE_FORBIDDEN_ORIGIN
+
+
+class ProtocolError(Exception):
+    """A client message the protocol cannot act on; reported, connection kept."""
+
+
+class RecentIds:
+    """The last ``size`` ids added, for membership tests."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.ids: OrderedDict[int, None] = OrderedDict()
+
+    def add(self, event_id: int) -> None:
+        self.ids[event_id] = None
+        if len(self.ids) > self.size:
+            self.ids.popitem(last=False)
+
+    def __contains__(self, event_id: int) -> bool:
+        return event_id in self.ids
+
+
+def channel_of(content: dict) -> str:
+    if "channel" not in content:
+        raise ProtocolError("missing field 'channel'")
+    try:
+        return events.parse_channel(content["channel"])
+    except events.InvalidChannel as exc:
+        raise ProtocolError(str(exc)) from exc
+
+
+def last_event_id_of(content: dict) -> int:
+    value = content.get("last_event_id")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProtocolError("'last_event_id' must be a non-negative integer (0 for everything stored)")
+    return value
+
+
+class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
+    """One dashboard connection: channel subscriptions, catchup, keepalive."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.connection_id = str(uuid.uuid4())
+        self.subscriptions: set[str] = set()
+        self.sent_ids = RecentIds(REMEMBERED_EVENT_IDS)
+
+    async def connect(self):
+        # Accept first: close codes reach the client only on an accepted socket
+        # (a refused handshake is a bare HTTP 403).
+        await self.accept()
+        code = refusal_code(self.scope)
+        if code is not None:
+            logger.info("websocket %s refused with %s", self.connection_id, code)
+            await self.close(code=code)
+            return
+        await relay.ensure_running()
+        await self.send_json({"type": "connection.established", "connection_id": self.connection_id})
+
+    async def disconnect(self, code):
+        for channel in self.subscriptions:
+            await self.channel_layer.group_discard(events.group_name(channel), self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        try:
+            content = json.loads(text_data if text_data is not None else bytes_data)
+        except (TypeError, ValueError):
+            await self.send_error("message is not valid JSON")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content, **kwargs):
+        handlers = {
+            "subscribe": self.subscribe,
+            "unsubscribe": self.unsubscribe,
+            "catchup": self.catchup,
+            "ping": self.ping,
+        }
+        action = content.get("action") if isinstance(content, dict) else None
+        if action not in handlers:
+            await self.send_error(f"unknown action {action!r}: use one of {sorted(handlers)}")
+            return
+        try:
+            await handlers[action](content)
+        except ProtocolError as exc:
+            await self.send_error(str(exc))
+
+    async def send_error(self, message: str) -> None:
+        await self.send_json({"type": "error", "message": message})
+
+    async def subscribe(self, content: dict) -> None:
+        channel = channel_of(content)
+        if channel not in self.subscriptions:
+            if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+                raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
+            await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
+            self.subscriptions.add(channel)
+        await self.send_json({"type": "subscription.confirmed", "channel": channel})
+
+    async def unsubscribe(self, content: dict) -> None:
+        channel = channel_of(content)
+        if channel in self.subscriptions:
+            await self.channel_layer.group_discard(events.group_name(channel), self.channel_name)
+            self.subscriptions.discard(channel)
+        await self.send_json({"type": "subscription.cancelled", "channel": channel})
+
+    async def catchup(self, content: dict) -> None:
+        """Replay one page of stored events after ``last_event_id``; the client
+        asks again from the returned ``last_event_id`` while ``has_more``."""
+        channel = channel_of(content)
+        last_event_id = last_event_id_of(content)
+        page, has_more = await database_sync_to_async(events.events_after)(channel, last_event_id)
+        for event in page:
+            await self.send_event(event)
+        await self.send_json(
+            {
+                "type": "catchup.complete",
+                "channel": channel,
+                "has_more": has_more,
+                "last_event_id": page[-1]["id"] if page else last_event_id,
+            }
+        )
+
+    async def ping(self, content: dict) -> None:
+        await self.send_json({"type": "pong"})
+
+    async def scoring_event(self, message: dict) -> None:
+        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``)."""
+        await self.send_event(message["event"])
+
+    async def send_event(self, event: dict) -> None:
+        if event["id"] in self.sent_ids:
+            return
+        self.sent_ids.add(event["id"])
+        await self.send_json(event)

@@ -1,0 +1,113 @@
+"""Import TARSy session documents from files, folders or stdin."""
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scoring import services
+from scoring.ingest import InvalidSession
+
+STDIN = "-"
+SESSION_FILE_SUFFIXES = (".json", ".jsonl")
+
+
+@dataclass
+class Record:
+    """One session read from a file, or why it could not be read.
+
+    ``where`` names it in messages: the file, plus ``[n]`` for its position in
+    a JSON list (from 0) or its line in a JSONL file (from 1).
+    """
+
+    where: str
+    document: object = None
+    error: str = ""
+
+
+def read_records(path: str, stdin: BinaryIO) -> Iterator[Record]:
+    """Every session in a file, a folder (its .json and .jsonl files) or stdin."""
+    if path == STDIN:
+        yield from _records_in(stdin.read(), "<stdin>")
+        return
+    location = Path(path)
+    if location.is_dir():
+        files = sorted(p for p in location.rglob("*") if p.is_file() and p.suffix in SESSION_FILE_SUFFIXES)
+        for file in files:
+            yield from _records_in(file.read_bytes(), str(file), jsonl=file.suffix == ".jsonl")
+    elif location.is_file():
+        yield from _records_in(location.read_bytes(), path, jsonl=location.suffix == ".jsonl")
+    else:
+        yield Record(path, error="no such file or folder")
+
+
+def _records_in(content: bytes, name: str, *, jsonl: bool = False) -> Iterator[Record]:
+    """Sessions in JSON (one session or a list) or JSONL; other files are JSON unless they read as JSONL."""
+    if not jsonl:
+        try:
+            data = json.loads(content)
+        except ValueError as exc:
+            # "Extra data" after a complete first value: one value per line.
+            if not (isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"):
+                yield Record(name, error=_not_json(exc))
+                return
+        else:
+            if isinstance(data, list):
+                yield from (Record(f"{name}[{index}]", item) for index, item in enumerate(data))
+            else:
+                yield Record(name, data)
+            return
+    for number, line in enumerate(content.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield Record(f"{name}[{number}]", json.loads(line))
+        except ValueError as exc:
+            yield Record(f"{name}[{number}]", error=_not_json(exc))
+
+
+def _not_json(exc: ValueError) -> str:
+    return f"not valid JSON: {exc}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Import TARSy sessions (as TARSy's GET /api/v1/history/sessions/{id} returns them) from JSON files "
+        "(one session or a list), JSONL files (one session per line), folders (their .json and .jsonl "
+        "files, recursively) or '-' for stdin. Each session is stored on its own: a rejected one is "
+        "reported as 'rejected: FILE[N]: REASON' (N = position in the list from 0, or line number in "
+        "JSONL) and the others are stored all the same. Exits non-zero if anything was rejected."
+    )
+    # Lets tests hand in their own stdin (a binary stream) through call_command.
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", metavar="PATH", help="a .json or .jsonl file, a folder, or -")
+
+    def handle(self, *args, paths, **options):
+        stdin = options.get("stdin") or sys.stdin.buffer
+        counts = {"created": 0, "updated": 0, "rejected": 0}
+        for path in paths:
+            for record in read_records(path, stdin):
+                reason = record.error or self._store(record.document, counts)
+                if reason:
+                    counts["rejected"] += 1
+                    self.stderr.write(f"rejected: {record.where}: {reason}")
+        self.stdout.write(", ".join(f"{outcome}: {count}" for outcome, count in counts.items()))
+        if counts["rejected"]:
+            stored = counts["created"] + counts["updated"]
+            raise CommandError(f"{counts['rejected']} rejected, {stored} stored")
+
+    @staticmethod
+    def _store(document, counts: dict) -> str:
+        """Store one session and count it; return why it was rejected, if it was."""
+        try:
+            _, created = services.ingest_session(document)
+        except InvalidSession as exc:
+            return str(exc)
+        counts["created" if created else "updated"] += 1
+        return ""

@@ -1,0 +1,58 @@
+import datetime
+import getpass
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.dateparse import parse_date, parse_datetime
+
+from scoring import selectors, services
+
+
+def _since_us(value: str) -> int:
+    moment = parse_datetime(value)
+    if moment is None:
+        day = parse_date(value)
+        if day is None:
+            raise CommandError(f"--since {value!r}: use a date (2026-11-01) or an ISO datetime")
+        moment = datetime.datetime.combine(day, datetime.time())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return int(moment.timestamp() * 1_000_000)
+
+
+class Command(BaseCommand):
+    help = (
+        "Queue judge scorings for many finished sessions, through the same service as the API. "
+        "--unscored, --obsolete and --failed select sessions (any of them); --obsolete and --failed "
+        "re-score what they select; --force re-scores every selected session."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--unscored", action="store_true", help="sessions never scored")
+        parser.add_argument("--obsolete", action="store_true", help="scored under obsolete criteria")
+        parser.add_argument("--failed", action="store_true", help="whose latest scoring failed")
+        parser.add_argument("--since", metavar="DATE", help="sessions started on or after this date/datetime (UTC)")
+        parser.add_argument("--alert-type", metavar="T", help="only this alert type")
+        parser.add_argument("--force", action="store_true", help="re-score even sessions with a current score")
+        parser.add_argument("--dry-run", action="store_true", help="print how many and the estimated input tokens")
+        parser.add_argument("--triggered-by", default=None, help="recorded as score_triggered_by (default: $USER)")
+
+    def handle(self, *args, **options):
+        sessions = selectors.sessions_to_score(
+            unscored=options["unscored"],
+            obsolete=options["obsolete"],
+            failed=options["failed"],
+            since_us=_since_us(options["since"]) if options["since"] else None,
+            alert_type=options["alert_type"],
+        )
+        if options["dry_run"]:
+            self.stdout.write(
+                f"would score {sessions.count()} sessions; estimated judge input: "
+                f"~{selectors.estimate_input_tokens(sessions):,} tokens"
+            )
+            return
+        outcome = services.score_sessions(
+            list(sessions.values_list("session_id", flat=True)),
+            triggered_by=options["triggered_by"] or f"cli:{getpass.getuser()}",
+            force_rescore=options["force"] or options["obsolete"] or options["failed"],
+        )
+        self.stdout.write(", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in outcome.items()))

@@ -1,0 +1,296 @@
+"""Reads: the queries behind the API and the pages. Nothing here writes."""
+
+import uuid
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField
+from django.db.models.functions import Cast, Coalesce
+
+from scoring.models import (
+    AlertSession,
+    ReviewVerdict,
+    ScoreReview,
+    ScoringEvent,
+    ScoringStatus,
+    SessionScore,
+    SessionStatus,
+)
+from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
+
+
+def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
+    """Sessions newest first, without their investigation.
+
+    The investigation columns can hold megabytes per session, and a list never
+    shows them, so they are deferred.
+    """
+    sessions = AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS)
+    sessions = sessions.order_by("-started_at_us", "-session_id")
+    if status is not None:
+        sessions = sessions.filter(status=status)
+    if alert_type is not None:
+        sessions = sessions.filter(alert_type=alert_type)
+    return sessions
+
+
+def get_session(session_id: str | uuid.UUID) -> AlertSession:
+    """One whole session. Raises AlertSession.DoesNotExist, saying why, if there is none."""
+    try:
+        key = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
+    except ValueError:
+        raise AlertSession.DoesNotExist(
+            f"No session with id '{str(session_id)[:100]}': session ids are UUIDs "
+            "(like 7c9e6679-7425-40de-944b-e07fc1f90ae7)."
+        ) from None
+    try:
+        return AlertSession.objects.get(session_id=key)
+    except AlertSession.DoesNotExist:
+        raise AlertSession.DoesNotExist(f"No session with id {key}.") from None
+
+
+# --- Scores ---------------------------------------------------------------------------
+
+
+def latest_score(session_id) -> SessionScore | None:
+    """The score of a session: its newest scoring, whatever its status."""
+    return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").first()
+
+
+def active_score(session_id) -> SessionScore | None:
+    return SessionScore.objects.filter(session_id=session_id, status__in=ScoringStatus.active_values()).first()
+
+
+def stale_scorings(*, session_id=None, include_all=False, older_than_s=None, now_us: int) -> list[tuple]:
+    """(score_id, reason) of the active scores that no job will finish."""
+    active = SessionScore.objects.filter(status__in=ScoringStatus.active_values())
+    if session_id is not None:
+        active = active.filter(session_id=session_id)
+    if include_all:
+        reason = "orphaned: marked failed by cleanup_orphaned_scorings --all"
+        return [(score_id, reason) for score_id in active.values_list("score_id", flat=True)]
+    job_limit_s = settings.SCORING_JOB_TIMEOUT_S if older_than_s is None else older_than_s
+    queue_limit_s = settings.SCORING_PENDING_TIMEOUT_S if older_than_s is None else older_than_s
+    in_progress = active.filter(
+        status=ScoringStatus.IN_PROGRESS, started_at_us__lt=now_us - int(job_limit_s * 1_000_000)
+    )
+    pending = active.filter(status=ScoringStatus.PENDING, scored_at_us__lt=now_us - int(queue_limit_s * 1_000_000))
+    return [
+        (score_id, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
+        for score_id in in_progress.values_list("score_id", flat=True)
+    ] + [
+        (score_id, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
+        for score_id in pending.values_list("score_id", flat=True)
+    ]
+
+
+def session_exists(session_id) -> bool:
+    return AlertSession.objects.filter(pk=session_id).exists()
+
+
+def sessions_to_score(
+    *, unscored=False, obsolete=False, failed=False, since_us: int | None = None, alert_type: str | None = None
+):
+    """Finished sessions for a batch scoring, newest first.
+
+    With none of ``unscored`` / ``obsolete`` / ``failed`` every finished
+    session matches; with some, a session matches if any of them holds for it:
+    it has no score, its score was made under other criteria, or it failed.
+    """
+    newest = SessionScore.objects.filter(session=OuterRef("pk")).order_by("-scored_at_us")
+    sessions = (
+        AlertSession.objects.filter(status__in=SessionStatus.terminal_values())
+        .defer(*AlertSession.HEAVY_FIELDS)
+        .annotate(
+            latest_status=Subquery(newest.values("status")[:1]),
+            latest_prompt_hash=Subquery(newest.values("prompt_hash")[:1]),
+        )
+    )
+    if since_us is not None:
+        sessions = sessions.filter(started_at_us__gte=since_us)
+    if alert_type:
+        sessions = sessions.filter(alert_type=alert_type)
+    wanted = Q()
+    if unscored:
+        wanted |= Q(latest_status__isnull=True)
+    if obsolete:
+        wanted |= Q(latest_status=ScoringStatus.COMPLETED) & ~Q(latest_prompt_hash=PROMPT_HASH)
+    if failed:
+        wanted |= Q(latest_status=ScoringStatus.FAILED)
+    return sessions.filter(wanted).order_by("-started_at_us")
+
+
+# Rough: ~4 characters per token; turn 2 sends turn 1's prompt again.
+CHARS_PER_TOKEN = 4
+_PROMPTS_CHARS = len(JUDGE_PROMPT_SCORE) + len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
+
+
+def estimate_input_tokens(sessions) -> int:
+    """Rough judge input tokens for scoring these sessions (for --dry-run)."""
+    totals = sessions.aggregate(count=Count("pk"), investigation=Sum("investigation_bytes"))
+    chars_per_turn = (totals["investigation"] or 0) + totals["count"] * _PROMPTS_CHARS
+    return 2 * chars_per_turn // CHARS_PER_TOKEN
+
+
+# --- Dashboard and admin: sessions with their score, bands, reviews -------------------------
+# Spec 000, Phase 6: 0-49 red (failed investigation), 50-74 yellow (weak), 75-100 green (good).
+
+
+@dataclass(frozen=True)
+class ScoreBand:
+    key: str
+    label: str
+    low: int
+    high: int
+    meaning: str
+
+
+SCORE_BANDS = (
+    ScoreBand("poor", "Poor", 0, 49, "failed investigation"),
+    ScoreBand("weak", "Weak", 50, 74, "weak investigation"),
+    ScoreBand("good", "Good", 75, 100, "good investigation"),
+)
+_BANDS_BY_KEY = {band.key: band for band in SCORE_BANDS}
+
+
+def band_of(total_score: int | None) -> ScoreBand | None:
+    if total_score is None:
+        return None
+    return next((band for band in SCORE_BANDS if band.low <= total_score <= band.high), None)
+
+
+def band_q(band_key: str, field: str = "total_score") -> Q:
+    band = _BANDS_BY_KEY[band_key]
+    return Q(**{f"{field}__gte": band.low, f"{field}__lte": band.high})
+
+
+def criteria_q(*, obsolete: bool, field: str = "prompt_hash") -> Q:
+    """Scores made with other judge prompts than the current ones (or with these)."""
+    current = Q(**{field: PROMPT_HASH})
+    return Q(**{f"{field}__isnull": False}) & ~current if obsolete else current
+
+
+# What the newest score of a session says, for the list filters.
+SCORE_STATES = {
+    "not_scored": "Not scored",
+    "scoring": "Scoring in progress",
+    "failed": "Scoring failed",
+    "scored": "Scored",
+}
+
+
+def score_state_q(state: str) -> Q:
+    """Sessions (annotated by ``with_latest_score``) whose newest score is in ``state``."""
+    return {
+        "not_scored": Q(latest_status__isnull=True),
+        "scoring": Q(latest_status__in=ScoringStatus.active_values()),
+        "failed": Q(latest_status=ScoringStatus.FAILED),
+        "scored": Q(latest_status=ScoringStatus.COMPLETED),
+    }[state]
+
+
+def with_latest_score(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession]:
+    """Annotate each session with its newest score's id, status, total and prompt hash."""
+    newest = SessionScore.objects.filter(session=OuterRef("pk")).order_by("-scored_at_us")
+    return sessions.annotate(
+        latest_score_id=Subquery(newest.values("score_id")[:1]),
+        latest_status=Subquery(newest.values("status")[:1]),
+        latest_total_score=Subquery(newest.values("total_score")[:1]),
+        latest_prompt_hash=Subquery(newest.values("prompt_hash")[:1]),
+    )
+
+
+def search_sessions(sessions: QuerySet[AlertSession], term: str) -> QuerySet[AlertSession]:
+    """A whole session id finds that session; other text is looked for in the
+    alert type and the alert data."""
+    term = term.strip()
+    if not term:
+        return sessions
+    try:
+        return sessions.filter(session_id=uuid.UUID(term))
+    except ValueError:
+        pass
+    return sessions.annotate(alert_text=Cast("alert_data", TextField())).filter(
+        Q(alert_type__icontains=term) | Q(alert_text__icontains=term)
+    )
+
+
+SESSION_SORTS = {
+    "-started": (F("started_at_us").desc(),),
+    "started": (F("started_at_us").asc(),),
+    "-score": (F("latest_total_score").desc(nulls_last=True), F("started_at_us").desc()),
+    "score": (F("latest_total_score").asc(nulls_last=True), F("started_at_us").desc()),
+}
+
+
+def dashboard_sessions(
+    *,
+    state: str | None = None,
+    band: str | None = None,
+    obsolete: bool | None = None,
+    alert_type: str | None = None,
+    search: str = "",
+    sort: str = "-started",
+) -> QuerySet[AlertSession]:
+    """The dashboard's session list: light columns, newest score annotated.
+
+    ``band`` selects sessions whose total (only completed scores have one) is in
+    that band; ``obsolete`` True/False selects
+    sessions whose newest score used other / the current criteria.
+    """
+    sessions = with_latest_score(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
+    if state:
+        sessions = sessions.filter(score_state_q(state))
+    if band:
+        sessions = sessions.filter(band_q(band, "latest_total_score"))
+    if obsolete is not None:
+        sessions = sessions.filter(criteria_q(obsolete=obsolete, field="latest_prompt_hash"))
+    if alert_type:
+        sessions = sessions.filter(alert_type=alert_type)
+    sessions = search_sessions(sessions, search)
+    return sessions.order_by(*SESSION_SORTS[sort], "-session_id")
+
+
+def alert_types() -> list[str]:
+    return list(AlertSession.objects.order_by("alert_type").values_list("alert_type", flat=True).distinct())
+
+
+def score_history(session_id) -> QuerySet[SessionScore]:
+    """Every scoring of a session, newest first, with its reviews and reviewers."""
+    return (
+        SessionScore.objects.filter(session_id=session_id)
+        .order_by("-scored_at_us")
+        .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")))
+    )
+
+
+# Review states of a score, for filters.
+REVIEW_STATES = {"unreviewed": "Not reviewed", "agreed": "A reviewer agreed", "disagreed": "A reviewer disagreed"}
+
+
+def review_state_q(state: str) -> Q:
+    reviews = ScoreReview.objects.filter(score=OuterRef("pk"))
+    return {
+        "unreviewed": ~Exists(reviews),
+        "agreed": Exists(reviews.filter(verdict=ReviewVerdict.AGREE)),
+        "disagreed": Exists(reviews.filter(verdict=ReviewVerdict.DISAGREE)),
+    }[state]
+
+
+def latest_event_id() -> int:
+    """The newest stored scoring event: a page rendered now catches up from here."""
+    return ScoringEvent.objects.aggregate(newest=Max("id"))["newest"] or 0
+
+
+def with_review_counts(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]:
+    """Annotate each score with its numbers of agreeing and disagreeing reviews.
+
+    Subqueries, not a join with GROUP BY: grouping would drag every column
+    (analyses included) through the aggregation.
+    """
+
+    def count(verdict: str):
+        reviews = ScoreReview.objects.filter(score=OuterRef("pk"), verdict=verdict).order_by()
+        return Coalesce(Subquery(reviews.values("score").annotate(n=Count("pk")).values("n")[:1]), 0)
+
+    return scores.annotate(agree_count=count(ReviewVerdict.AGREE), disagree_count=count(ReviewVerdict.DISAGREE))

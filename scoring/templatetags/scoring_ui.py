@@ -1,0 +1,109 @@
+"""Score badges, Markdown and times for the dashboard and admin templates.
+
+A badge always says in words what its colour says (colour is never the only
+signal). The same catalogue is handed to the page's script (``badge_catalog``)
+so that badges updated live look exactly like the server's.
+"""
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from scoring.markdown import render_markdown
+from scoring.models import ScoringStatus
+from scoring.prompts import PROMPT_HASH
+from scoring.selectors import SCORE_BANDS, band_of
+
+register = template.Library()
+
+
+@dataclass(frozen=True)
+class Badge:
+    css: str
+    text: str
+    title: str
+
+
+NOT_SCORED = Badge("badge-none", "Not scored", "This session has not been scored")
+SCORING = Badge("badge-scoring", "Scoring…", "The judge is scoring this session")
+FAILED = Badge("badge-failed", "Failed", "The last scoring failed")
+
+
+def badge(status: str | None, total_score: int | None) -> Badge:
+    """The badge for a session's newest score (no ``status``: never scored).
+
+    Templates pass "" for a missing score's fields, so any empty status counts.
+    """
+    if not status:
+        return NOT_SCORED
+    if status in ScoringStatus.active_values():
+        return SCORING
+    if status == ScoringStatus.FAILED:
+        return FAILED
+    band = band_of(total_score)
+    return Badge(
+        f"badge-{band.key}",
+        f"{total_score} · {band.label}",
+        f"Score {total_score}/100: {band.meaning} ({band.low}-{band.high})",
+    )
+
+
+def badge_html(status: str | None, total_score: int | None) -> SafeString:
+    shown = badge(status, total_score)
+    return format_html('<span class="badge {}" title="{}">{}</span>', shown.css, shown.title, shown.text)
+
+
+def badge_catalog() -> dict:
+    """Badges and bands for the page script (rendered with ``json_script``)."""
+    return {
+        "not_scored": asdict(NOT_SCORED),
+        "scoring": asdict(SCORING),
+        "failed": asdict(FAILED),
+        "bands": [asdict(band) for band in SCORE_BANDS],
+    }
+
+
+def is_current_criteria(prompt_hash: str | None) -> bool:
+    return prompt_hash == PROMPT_HASH
+
+
+@register.simple_tag
+def score_badge(status, total_score) -> SafeString:
+    return badge_html(status, total_score)
+
+
+@register.filter
+def markdown(text) -> SafeString:
+    return render_markdown(text)
+
+
+@register.filter
+def us_datetime(timestamp_us) -> str:
+    """Microseconds since the epoch as 'YYYY-MM-DD HH:MM:SS UTC' ('' for None)."""
+    if timestamp_us is None:
+        return ""
+    return datetime.fromtimestamp(timestamp_us / 1_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.simple_tag
+def duration(start_us, end_us) -> str:
+    """How long from ``start_us`` to ``end_us``, e.g. '1 min 5 s' ('' if unfinished)."""
+    if start_us is None or end_us is None:
+        return ""
+    seconds = max(0, round((end_us - start_us) / 1_000_000))
+    minutes, seconds = divmod(seconds, 60)
+    return f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+
+
+@register.filter
+def band_meaning(total_score) -> str:
+    band = band_of(total_score)
+    return band.meaning if band else ""
+
+
+@register.filter
+def criteria_label(prompt_hash) -> str:
+    return "current" if is_current_criteria(prompt_hash) else "obsolete"

@@ -1,0 +1,105 @@
+"""Dashboard pages: the session list with scores, and a session beside its score.
+
+Pages only read. Scoring is requested by the page script through the REST API
+and its progress arrives on the WebSocket (``static/scoring/dashboard.js``).
+Signing in is the admin's login.
+"""
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
+
+from scoring import rendering, selectors
+from scoring.models import AlertSession
+from scoring.templatetags.scoring_ui import badge_catalog
+
+PAGE_SIZE = 50
+SORT_CHOICES = [
+    ("-started", "Newest first"),
+    ("started", "Oldest first"),
+    ("-score", "Highest score first"),
+    ("score", "Lowest score first"),
+]
+
+
+class SessionListFilters(forms.Form):
+    """The list's query string. Invalid values are ignored, not reported."""
+
+    score = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any score")]
+        + list(selectors.SCORE_STATES.items())
+        + [(band.key, f"{band.label} ({band.low}-{band.high})") for band in selectors.SCORE_BANDS],
+    )
+    criteria = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any criteria"), ("current", "Current criteria"), ("obsolete", "Obsolete criteria")],
+    )
+    alert_type = forms.ChoiceField(required=False)
+    q = forms.CharField(required=False, label="Search", max_length=200)
+    sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["alert_type"].choices = [("", "Any alert type")] + [(t, t) for t in selectors.alert_types()]
+
+    def selection(self) -> dict:
+        """Keyword arguments for ``selectors.dashboard_sessions``."""
+        self.is_valid()
+        data = self.cleaned_data
+        score = data.get("score") or ""
+        criteria = data.get("criteria") or ""
+        return {
+            "state": score if score in selectors.SCORE_STATES else None,
+            "band": score if score and score not in selectors.SCORE_STATES else None,
+            "obsolete": {"current": False, "obsolete": True}.get(criteria),
+            "alert_type": data.get("alert_type") or None,
+            "search": data.get("q") or "",
+            "sort": data.get("sort") or "-started",
+        }
+
+
+def _live_context() -> dict:
+    """What the page script needs: the badge catalogue and where to catch up from."""
+    return {"badge_catalog": badge_catalog(), "last_event_id": selectors.latest_event_id()}
+
+
+@login_required
+def session_list(request):
+    filters = SessionListFilters(request.GET)
+    page = Paginator(selectors.dashboard_sessions(**filters.selection()), PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "scoring/session_list.html",
+        {"filters": filters, "page": page, "query": query.urlencode(), **_live_context()},
+    )
+
+
+def _score_context(session: AlertSession) -> dict:
+    history = list(selectors.score_history(session.session_id))
+    return {"session": session, "latest": history[0] if history else None, "history": history}
+
+
+@login_required
+def session_detail(request, session_id):
+    session = get_object_or_404(AlertSession, pk=session_id)
+    return render(
+        request,
+        "scoring/session_detail.html",
+        {
+            "alert_data_text": rendering.render_alert_data(session.alert_data),
+            "investigation_text": rendering.render_investigation(session),
+            **_score_context(session),
+            **_live_context(),
+        },
+    )
+
+
+@login_required
+def score_panel(request, session_id):
+    """The score view alone, for the page script to refresh it in place."""
+    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
+    return render(request, "scoring/_score_panel.html", _score_context(session))

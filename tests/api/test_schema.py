@@ -1,0 +1,52 @@
+"""The OpenAPI schema documents the scoring endpoints; the docs pages work offline."""
+
+import pytest
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+SCORE_PATH = "/api/v1/scoring/sessions/{session_id}/score"
+
+
+@pytest.fixture
+def schema() -> dict:
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def resolve(schema: dict, node: dict) -> dict:
+    ref = node.get("$ref")
+    return resolve(schema, schema["components"]["schemas"][ref.rsplit("/", 1)[1]]) if ref else node
+
+
+def body_schema(schema: dict, operation: dict, code: str) -> dict:
+    return resolve(schema, operation["responses"][code]["content"]["application/json"]["schema"])
+
+
+def test_post_score_documents_both_success_bodies_and_every_error(schema):
+    post = schema["paths"][SCORE_PATH]["post"]
+    assert set(post["responses"]) == {"200", "202", "400", "401", "404", "409", "500"}
+    assert set(body_schema(schema, post, "202")["properties"]) == {"score_id", "session_id", "status"}
+    finished = body_schema(schema, post, "200")["properties"]
+    assert {"total_score", "score_analysis", "missing_tools_analysis", "current_prompt_used", "prompt_hash"} <= set(
+        finished
+    )
+    for code in ("400", "401", "404", "500"):
+        assert "detail" in body_schema(schema, post, code)["properties"]
+    assert {"detail", "score_id", "status"} <= set(body_schema(schema, post, "409")["properties"])
+    request = resolve(schema, post["requestBody"]["content"]["application/json"]["schema"])
+    assert request["properties"]["force_rescore"]["type"] == "boolean"
+
+
+def test_get_score_documents_its_body_and_errors(schema):
+    get = schema["paths"][SCORE_PATH]["get"]
+    assert set(get["responses"]) == {"200", "401", "404", "500"}
+    assert "current_prompt_used" in body_schema(schema, get, "200")["properties"]
+
+
+def test_swagger_ui_is_served_from_our_own_static_files():
+    page = APIClient().get("/api/docs/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    assert "cdn.jsdelivr" not in html and "unpkg.com" not in html

@@ -1,0 +1,244 @@
+"""POST/GET /api/v1/scoring/sessions/{id}/score: spec 000's status table and error codes."""
+
+import uuid
+
+import pytest
+from django.db import connection
+from django_q.models import OrmQ
+from rest_framework.test import APIClient
+
+from scoring.models import ScoringStatus, SessionScore
+from scoring.prompts import PROMPT_HASH
+from tests.support.factories import make_score, make_session, proxy_client
+
+pytestmark = pytest.mark.django_db
+
+
+def url(session_id) -> str:
+    return f"/api/v1/scoring/sessions/{session_id}/score"
+
+
+def queued_score_ids() -> set[str]:
+    return {task.task["args"][0] for task in OrmQ.objects.all()}
+
+
+# --- Status table ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_no_existing_score_starts_a_scoring_and_queues_its_job(
+    operator_client, django_capture_on_commit_callbacks, force
+):
+    session = make_session()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_client.post(url(session.session_id), {"force_rescore": force}, format="json")
+    assert response.status_code == 202
+    assert set(response.json()) == {"score_id", "session_id", "status"}
+    assert response.json()["status"] == "pending"
+    assert response.json()["session_id"] == str(session.session_id)
+    score = SessionScore.objects.get(pk=response.json()["score_id"])
+    assert score.prompt_hash == PROMPT_HASH
+    assert score.score_triggered_by == "alice"
+    assert queued_score_ids() == {str(score.score_id)}
+
+
+def test_the_body_is_optional(operator_client):
+    session = make_session()
+    response = operator_client.post(url(session.session_id))
+    assert response.status_code == 202
+
+
+@pytest.mark.parametrize("status", [ScoringStatus.COMPLETED, ScoringStatus.FAILED])
+@pytest.mark.parametrize("body", [{}, {"force_rescore": False}])
+def test_finished_score_is_returned_without_force(operator_client, status, body):
+    session = make_session()
+    existing = make_score(session, status)
+    response = operator_client.post(url(session.session_id), body, format="json")
+    assert response.status_code == 200
+    data = response.json()
+    assert data["score_id"] == str(existing.score_id)
+    assert data["status"] == status
+    assert data["current_prompt_used"] is True
+    if status == ScoringStatus.COMPLETED:
+        assert data["total_score"] == 61 and data["score_analysis"] and data["missing_tools_analysis"]
+        assert data["error_message"] is None
+    else:
+        assert data["total_score"] is None and data["error_message"] == "judge LLM timed out"
+    assert SessionScore.objects.count() == 1
+
+
+@pytest.mark.parametrize("status", [ScoringStatus.PENDING, ScoringStatus.IN_PROGRESS])
+def test_active_score_is_returned_as_it_is_without_force(operator_client, status):
+    session = make_session()
+    existing = make_score(session, status)
+    response = operator_client.post(url(session.session_id), {"force_rescore": False}, format="json")
+    assert response.status_code == 202
+    assert response.json() == {
+        "score_id": str(existing.score_id),
+        "session_id": str(session.session_id),
+        "status": status,
+    }
+    assert SessionScore.objects.count() == 1
+
+
+@pytest.mark.parametrize("status", [ScoringStatus.COMPLETED, ScoringStatus.FAILED])
+def test_force_rescore_of_a_finished_score_adds_a_new_scoring(
+    operator_client, django_capture_on_commit_callbacks, status
+):
+    session = make_session()
+    old = make_score(session, status)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_client.post(url(session.session_id), {"force_rescore": True}, format="json")
+    assert response.status_code == 202
+    assert response.json()["status"] == "pending"
+    assert response.json()["score_id"] != str(old.score_id)
+    assert SessionScore.objects.filter(session=session).count() == 2  # the old score is kept
+    latest = operator_client.get(url(session.session_id)).json()
+    assert latest["score_id"] == response.json()["score_id"]
+
+
+@pytest.mark.parametrize("status", [ScoringStatus.PENDING, ScoringStatus.IN_PROGRESS])
+def test_force_rescore_while_active_is_a_conflict(operator_client, status):
+    session = make_session()
+    active = make_score(session, status)
+    response = operator_client.post(url(session.session_id), {"force_rescore": True}, format="json")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["score_id"] == str(active.score_id) and body["status"] == status
+    assert "already being scored" in body["detail"]
+    assert SessionScore.objects.count() == 1
+
+
+# --- Errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("session_status", ["pending", "in_progress", "paused", "canceling"])
+def test_unfinished_session_is_refused_naming_its_status(operator_client, session_status):
+    session = make_session(status=session_status)
+    response = operator_client.post(url(session.session_id))
+    assert response.status_code == 400
+    assert f"is {session_status}" in response.json()["detail"]
+    assert not SessionScore.objects.exists()
+
+
+@pytest.mark.parametrize("session_status", ["completed", "failed", "cancelled", "timed_out"])
+def test_every_finished_session_status_can_be_scored(operator_client, session_status):
+    session = make_session(status=session_status)
+    assert operator_client.post(url(session.session_id)).status_code == 202
+
+
+def test_unknown_session_is_404(operator_client):
+    missing = uuid.uuid4()
+    for response in (operator_client.post(url(missing)), operator_client.get(url(missing))):
+        assert response.status_code == 404
+        assert str(missing) in response.json()["detail"]
+
+
+@pytest.mark.parametrize("bad_id", ["not-a-uuid", "123", "7c9e6679-7425-40de-944b"])
+def test_malformed_session_id_is_404_with_a_clear_message(operator_client, bad_id):
+    for response in (operator_client.post(url(bad_id)), operator_client.get(url(bad_id))):
+        assert response.status_code == 404
+        assert "a session id is a UUID" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    "body", [{"force_rescore": "maybe"}, {"force_rescore": None}, ["force_rescore"], "true"]
+)
+def test_malformed_body_is_400(operator_client, body):
+    session = make_session()
+    response = operator_client.post(url(session.session_id), body, format="json")
+    assert response.status_code == 400
+    assert not SessionScore.objects.exists()
+
+
+def test_invalid_json_is_400(operator_client):
+    session = make_session()
+    response = operator_client.post(url(session.session_id), "{not json", content_type="application/json")
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["detail"]
+
+
+def test_anonymous_caller_is_401_on_both_methods():
+    session = make_session()
+    for response in (APIClient().post(url(session.session_id)), APIClient().get(url(session.session_id))):
+        assert response.status_code == 401
+        assert response.has_header("WWW-Authenticate")
+
+
+def test_proxy_header_from_an_untrusted_address_is_ignored():
+    session = make_session()
+    client = proxy_client("mallory")
+    response = client.post(url(session.session_id), REMOTE_ADDR="10.20.30.40")
+    assert response.status_code == 401
+    assert not SessionScore.objects.exists()
+
+
+@pytest.mark.parametrize("header", ["HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL"])
+def test_score_triggered_by_is_the_user_named_by_the_proxy(header):
+    session = make_session()
+    client = APIClient()
+    client.credentials(**{header: "carol@example.com"})
+    response = client.post(url(session.session_id))
+    assert SessionScore.objects.get(pk=response.json()["score_id"]).score_triggered_by == "carol@example.com"
+
+
+def test_score_triggered_by_is_the_logged_in_user(django_user_model):
+    session = make_session()
+    client = APIClient()
+    client.force_login(django_user_model.objects.create_user("dave", password="a-long-password-1"))
+    response = client.post(url(session.session_id))
+    assert response.status_code == 202
+    assert SessionScore.objects.get(pk=response.json()["score_id"]).score_triggered_by == "dave"
+
+
+def test_cookie_sessions_must_pass_csrf(django_user_model):
+    session = make_session()
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(django_user_model.objects.create_user("erin", password="a-long-password-1"))
+    response = client.post(url(session.session_id))
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["detail"]
+    assert not SessionScore.objects.exists()
+
+
+def test_database_error_is_a_json_500(operator_client):
+    session = make_session()
+    make_score(session)
+    with connection.cursor() as cursor:  # the test's transaction rolls this back
+        cursor.execute("ALTER TABLE session_scores RENAME TO session_scores_gone")
+    response = operator_client.get(url(session.session_id))
+    assert response.status_code == 500
+    assert response.json() == {"detail": "database error; the request was not completed, try again"}
+
+
+# --- GET -----------------------------------------------------------------------------------
+
+
+def test_get_returns_the_newest_scoring_in_any_status(operator_client):
+    session = make_session()
+    make_score(session, ScoringStatus.COMPLETED, scored_at_us=1)
+    newest = make_score(session, ScoringStatus.IN_PROGRESS, scored_at_us=2)
+    data = operator_client.get(url(session.session_id)).json()
+    assert data["score_id"] == str(newest.score_id) and data["status"] == "in_progress"
+    assert data["total_score"] is None and data["completed_at_us"] is None
+
+
+def test_get_of_a_session_never_scored_is_404(operator_client):
+    session = make_session()
+    response = operator_client.get(url(session.session_id))
+    assert response.status_code == 404
+    assert "has not been scored" in response.json()["detail"]
+
+
+def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(operator_client):
+    session = make_session()
+    make_score(session, prompt_hash="0" * 64, judge_model="openai/gpt-4o", input_tokens=9000, output_tokens=700)
+    data = operator_client.get(url(session.session_id)).json()
+    spec_fields = {
+        "score_id", "session_id", "status", "prompt_hash", "total_score", "score_analysis",
+        "missing_tools_analysis", "error_message", "score_triggered_by", "started_at_us",
+        "completed_at_us", "current_prompt_used",
+    }
+    assert spec_fields <= set(data)
+    assert data["current_prompt_used"] is False
+    assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000

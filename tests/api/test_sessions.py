@@ -1,0 +1,176 @@
+"""The sessions REST API: storing TARSy sessions, listing and reading them."""
+
+import uuid
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from scoring import selectors, services
+from scoring.models import AlertSession
+from tests.support.api import STARTED_AT_US, session_document
+
+SESSIONS_URL = "/api/v1/sessions/"
+STATUS_LIST = "pending, in_progress, paused, canceling, completed, failed, cancelled, timed_out"
+
+
+def detail_url(session_id) -> str:
+    return f"{SESSIONS_URL}{session_id}/"
+
+
+def store(**overrides) -> dict:
+    document = session_document(**overrides)
+    services.ingest_session(document)
+    return document
+
+
+def test_a_session_is_created_then_updated_and_read_back_whole(api_client):
+    document = session_document()
+    messages = document["stages"][0]["llm_interactions"][0]["details"]["conversation"]["messages"]
+    messages[1]["content"] = "Ünïcode, and the text \\u0000 (a backslash, not a NUL)."
+
+    created = api_client.post(SESSIONS_URL, document, format="json")
+    document["final_analysis"] = "Revised analysis."
+    updated = api_client.post(SESSIONS_URL, document, format="json")
+    detail = api_client.get(detail_url(document["session_id"]))
+
+    assert created.status_code == 201
+    assert created.json()["session_id"] == document["session_id"]
+    assert "stages" not in created.json()
+    assert updated.status_code == 200
+    assert updated.json()["final_analysis"] == "Revised analysis."
+    assert AlertSession.objects.count() == 1
+    assert detail.status_code == 200
+    body = detail.json()
+    assert body["stages"] == document["stages"]
+    assert body["session_level_interactions"] == document["session_level_interactions"]
+    assert body["alert_data"] == document["alert_data"]
+    assert body["investigation_bytes"] > 0
+
+
+def test_an_invalid_session_is_refused_with_its_field_errors(api_client):
+    document = session_document(status="running")
+    del document["stages"][0]["llm_interactions"][0]["details"]["conversation"]
+
+    response = api_client.post(SESSIONS_URL, document, format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."],
+        "stages[0].llm_interactions[0].details.conversation": [
+            'This field is required (an object with a "messages" list).'
+        ],
+    }
+    assert not AlertSession.objects.exists()
+
+
+def test_a_list_body_is_refused_as_not_a_session(api_client):
+    response = api_client.post(SESSIONS_URL, [session_document()], format="json")
+
+    assert response.status_code == 400
+    assert response.json() == {"non_field_errors": ["Expected a TARSy session (a JSON object), got a list."]}
+
+
+def test_a_body_that_is_not_json_is_refused(api_client):
+    malformed = api_client.post(SESSIONS_URL, '{"session_id": ', content_type="application/json")
+    form = api_client.post(SESSIONS_URL, {"session_id": str(uuid.uuid4())})
+
+    assert malformed.status_code == 400
+    assert malformed.json()["detail"].startswith("JSON parse error")
+    assert form.status_code == 415
+
+
+def test_the_list_is_newest_first_and_filtered(api_client):
+    oldest = store(started_at_us=STARTED_AT_US, status="failed")
+    newest = store(started_at_us=STARTED_AT_US + 2, alert_type="database")
+    middle = store(started_at_us=STARTED_AT_US + 1)
+
+    everything = api_client.get(SESSIONS_URL).json()
+    completed = api_client.get(SESSIONS_URL, {"status": "completed"}).json()
+    kubernetes = api_client.get(SESSIONS_URL, {"alert_type": "kubernetes"}).json()
+    unfiltered = api_client.get(SESSIONS_URL, {"status": "", "alert_type": ""}).json()
+
+    def ids(page):
+        return [item["session_id"] for item in page["results"]]
+
+    assert ids(everything) == [newest["session_id"], middle["session_id"], oldest["session_id"]]
+    assert ids(completed) == [newest["session_id"], middle["session_id"]]
+    assert ids(kubernetes) == [middle["session_id"], oldest["session_id"]]
+    assert ids(unfiltered) == ids(everything)
+
+
+def test_an_unknown_status_filter_is_refused(api_client):
+    response = api_client.get(SESSIONS_URL, {"status": "running"})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."]
+    }
+
+
+def test_the_list_is_paginated_by_50(api_client):
+    for offset in range(51):
+        store(started_at_us=STARTED_AT_US + offset)
+
+    first = api_client.get(SESSIONS_URL).json()
+    second = api_client.get(first["next"]).json()
+
+    assert first["count"] == 51
+    assert len(first["results"]) == 50
+    assert first["results"][0]["started_at_us"] == STARTED_AT_US + 50
+    assert [item["started_at_us"] for item in second["results"]] == [STARTED_AT_US]
+    assert second["next"] is None
+
+
+def test_list_items_leave_out_the_investigation_and_never_load_it(api_client):
+    store()
+
+    with CaptureQueriesContext(connection) as queries:
+        response = api_client.get(SESSIONS_URL)
+
+    item = response.json()["results"][0]
+    assert "stages" not in item and "session_level_interactions" not in item
+    assert item["alert_type"] == "kubernetes" and item["investigation_bytes"] > 0
+    session_queries = [query["sql"] for query in queries.captured_queries if "alert_sessions" in query["sql"]]
+    assert session_queries, "the list should have queried the sessions table"
+    assert not any('"stages"' in sql or '"session_level_interactions"' in sql for sql in session_queries)
+    assert selectors.session_list().get().get_deferred_fields() == {"stages", "session_level_interactions"}
+
+
+def test_an_unknown_session_is_404(api_client):
+    session_id = uuid.uuid4()
+
+    response = api_client.get(detail_url(session_id))
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": f"No session with id {session_id}."}
+
+
+@pytest.mark.parametrize("malformed_id", ["not-a-uuid", "12345", "7c9e6679-7425-40de-944b"])
+def test_a_malformed_session_id_is_404_saying_ids_are_uuids(api_client, malformed_id):
+    response = api_client.get(detail_url(malformed_id))
+
+    assert response.status_code == 404
+    assert response.json() == {
+        "detail": f"No session with id '{malformed_id}': session ids are UUIDs "
+        "(like 7c9e6679-7425-40de-944b-e07fc1f90ae7)."
+    }
+
+
+def test_the_schema_documents_every_sessions_response(api_client):
+    schema = api_client.get("/api/schema/", {"format": "json"}).json()
+
+    collection = schema["paths"]["/api/v1/sessions/"]
+    item = schema["paths"]["/api/v1/sessions/{session_id}/"]
+    assert set(collection["post"]["responses"]) == {"200", "201", "400", "401", "415"}
+    assert set(collection["get"]["responses"]) == {"200", "400", "401"}
+    assert set(item["get"]["responses"]) == {"200", "401", "404"}
+    assert {parameter["name"] for parameter in collection["get"]["parameters"]} >= {
+        "status",
+        "alert_type",
+        "page",
+    }
+    request_schema = collection["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    request_fields = schema["components"]["schemas"][request_schema.rsplit("/", 1)[1]]
+    assert {"session_id", "status", "stages"} <= set(request_fields["required"])
+    assert "investigation_bytes" not in request_fields["properties"]

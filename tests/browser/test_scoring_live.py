@@ -1,0 +1,129 @@
+"""Scoring from the dashboard in a real browser, followed live over the WebSocket.
+
+Real daphne, a real judge worker and the fake judge LLM; the page's script
+does the POST (with the CSRF token) and reacts to the events.
+"""
+
+import pytest
+from playwright.sync_api import expect
+
+from scoring import services
+from scoring.models import SessionScore
+from tests.support.factories import T0_US, make_session
+from tests.support.fake_llm import Reply
+from tests.support.workers import wait_for
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+TURN1 = "## Logical flow\n\nThe agent **never read the pod logs**.\n\n72"
+TURN2 = "1. **pods_log** - the crash output was never read."
+SCORE_EVENTS_SHOWN = [
+    "The judge has started scoring this session…",
+    "Step 1 of 2: the judge is analysing the investigation's methodology…",
+    "Step 2 of 2: the judge is identifying missing tools…",
+]
+
+
+def mark_document(page) -> None:
+    """Tag the current document: the tag survives only if the page is never reloaded."""
+    page.evaluate("window.__sameDocument = true")
+
+
+def same_document(page) -> bool:
+    return page.evaluate("window.__sameDocument === true")
+
+
+def status_log(page) -> list[str]:
+    return page.evaluate("window.__statusLog")
+
+
+def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_llm):
+    # Delays keep each phase on screen long enough to be seen, not for timing asserts.
+    judge_llm.push(Reply(TURN1, delay=1), Reply(TURN2, delay=1))
+    session = make_session()
+    page = signed_in()
+    page.goto(live_site.url("/"))
+    row = page.locator(f'[data-session-row="{session.session_id}"]')
+    expect(row).to_contain_text("Not scored")
+
+    row.get_by_role("link", name=str(session.session_id)[:8]).click()
+    panel = page.locator("[data-score-panel]")
+    expect(panel).to_contain_text("Not scored yet.")
+    mark_document(page)
+    page.get_by_role("button", name="Score session").click()
+
+    expect(panel.locator(".score-summary .badge")).to_have_text("72 · Weak")
+    assert same_document(page)
+    expect(page.locator("[data-live-status]")).to_have_text("Scoring completed: 72/100.")
+    shown = [message for message in status_log(page) if not message.startswith("Scoring requested")]
+    assert shown == [*SCORE_EVENTS_SHOWN, "Scoring completed: 72/100."]
+    expect(panel.locator(".markdown strong").first).to_have_text("never read the pod logs")
+    expect(panel).to_contain_text("current criteria")
+    expect(panel).to_contain_text("pods_log - the crash output was never read.")
+    assert SessionScore.objects.get(session=session).score_triggered_by == "operator"
+
+    # Re-score: a forced, second scoring, shown in the history.
+    judge_llm.push(Reply("Better on a second look.\n\n81"), Reply(TURN2))
+    panel.get_by_role("button", name="Re-score").click()
+    expect(panel.locator(".score-summary .badge")).to_have_text("81 · Good")
+    expect(panel.locator("table.history tbody tr")).to_have_count(2)
+    assert same_document(page)
+
+    page.goto(live_site.url("/"))
+    expect(row.locator(".badge")).to_have_text("81 · Good")
+    assert page.errors == [] and page.dialogs == []
+
+
+def test_list_badges_follow_scorings_started_here_and_elsewhere(live_site, signed_in, judge_llm):
+    judge_llm.set_default(Reply("Solid work.\n\n88", delay=1))
+    here = make_session(started_at_us=T0_US + 2)
+    elsewhere = make_session(started_at_us=T0_US + 1)
+    page = signed_in()
+    page.goto(live_site.url("/"))
+    mark_document(page)
+    here_row = page.locator(f'[data-session-row="{here.session_id}"]')
+    elsewhere_row = page.locator(f'[data-session-row="{elsewhere.session_id}"]')
+
+    here_row.get_by_role("button", name="Score").click()
+    expect(here_row.locator(".badge")).to_have_text("Scoring…")
+    expect(here_row.get_by_role("button", name="Score")).to_be_hidden()
+    expect(here_row.locator(".badge")).to_have_text("88 · Good")
+
+    # Another operator (or the CLI) scores a session while this list is open.
+    services.score_request(session_id=elsewhere.session_id, triggered_by="cli")
+    expect(elsewhere_row.locator(".badge")).to_have_text("88 · Good")
+    assert same_document(page)
+    assert page.errors == []
+
+
+def test_the_list_catches_up_on_what_it_missed_while_disconnected(live_site, signed_in, judge_llm):
+    judge_llm.set_default(Reply("Fine.\n\n64"))
+    session = make_session()
+    page = signed_in()
+    connection = {"blocked": False, "routes": []}
+
+    def route(ws):
+        # While "blocked" the network is down: every attempt is dropped at once.
+        if connection["blocked"]:
+            ws.close()
+            return
+        ws.connect_to_server()
+        connection["routes"].append(ws)
+
+    page.route_web_socket("**/api/v1/ws", route)
+    page.goto(live_site.url("/"))
+    page.wait_for_function("document.body.dataset.live === 'connected'")
+    mark_document(page)
+
+    connection["blocked"] = True
+    connection["routes"][-1].close()
+    page.wait_for_function("document.body.dataset.live === 'reconnecting'")
+    score, _ = services.score_request(session_id=session.session_id, triggered_by="cli")
+    wait_for(lambda: SessionScore.objects.get(pk=score.pk).status == "completed", what="the worker to score")
+    badge = page.locator(f'[data-session-row="{session.session_id}"] .badge')
+    expect(badge).to_have_text("Not scored")  # it missed the events
+
+    connection["blocked"] = False
+    expect(badge).to_have_text("64 · Weak")
+    assert same_document(page)
+    assert page.errors == []

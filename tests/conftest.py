@@ -1,0 +1,10 @@
+"""Shared fixtures. Each support module registers itself in pytest_plugins."""
+
+pytest_plugins = [
+    "tests.support.api",
+    "tests.support.factories",
+    "tests.support.servers",
+    "tests.support.fake_llm",
+    "tests.support.workers",
+    "tests.support.browser",
+]

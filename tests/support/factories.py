@@ -1,0 +1,64 @@
+"""Sessions and scores for tests, stored through the ORM."""
+
+import time
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from scoring.models import AlertSession, ScoringStatus, SessionScore
+from scoring.prompts import PROMPT_HASH
+
+T0_US = 1_767_225_600_000_000
+
+
+def make_session(**overrides) -> AlertSession:
+    fields = {
+        "session_id": uuid.uuid4(),
+        "alert_type": "kubernetes",
+        "agent_type": "chain:kubernetes-agent-chain",
+        "chain_id": "kubernetes-agent-chain",
+        "status": "completed",
+        "author": "alice",
+        "started_at_us": T0_US,
+        "completed_at_us": T0_US + 40_000_000,
+        "alert_data": {"alert": "NamespaceTerminating", "namespace": "stuck-namespace"},
+        "final_analysis": "**Root Cause:** orphaned finalizer on stuck-namespace.",
+        "stages": [],
+        "session_level_interactions": [],
+    }
+    fields.update(overrides)
+    return AlertSession.objects.create(**fields)
+
+
+def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **overrides) -> SessionScore:
+    """A score requested and started just now (an older active score would be an orphan)."""
+    finished = status in ScoringStatus.terminal_values()
+    now_us = time.time_ns() // 1000
+    fields = {
+        "session": session,
+        "prompt_hash": PROMPT_HASH,
+        "score_triggered_by": "bob",
+        "scored_at_us": now_us,
+        "started_at_us": now_us,
+        "status": status,
+        "total_score": 61 if status == ScoringStatus.COMPLETED else None,
+        "score_analysis": "Logical Flow: 15/25 ..." if status == ScoringStatus.COMPLETED else None,
+        "missing_tools_analysis": "1. kubectl-logs ..." if status == ScoringStatus.COMPLETED else None,
+        "error_message": "judge LLM timed out" if status == ScoringStatus.FAILED else None,
+        "completed_at_us": now_us + 30_000_000 if finished else None,
+    }
+    fields.update(overrides)
+    return SessionScore.objects.create(**fields)
+
+
+def proxy_client(username: str = "alice") -> APIClient:
+    """A REST client authenticated the way oauth2-proxy does it (from loopback)."""
+    client = APIClient()
+    client.credentials(HTTP_X_FORWARDED_USER=username)
+    return client
+
+
+@pytest.fixture
+def operator_client() -> APIClient:
+    return proxy_client("alice")

@@ -1,0 +1,211 @@
+"""The admin's session and score pages: badges, filters, search, actions, read-only judge output."""
+
+import re
+import uuid
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from scoring.models import ScoreReview, SessionScore
+from tests.support.factories import T0_US, make_score, make_session
+
+pytestmark = pytest.mark.django_db
+
+SESSIONS_URL = reverse("admin:scoring_alertsession_changelist")
+SCORES_URL = reverse("admin:scoring_sessionscore_changelist")
+
+
+def listed_sessions(client, **query) -> set:
+    """Short ids of the sessions on the admin list for ``query``."""
+    page = client.get(SESSIONS_URL, query).content.decode()
+    return set(re.findall(r'<th class="field-short_id"><a href="[^"]+">([0-9a-f]{8})</a>', page))
+
+
+def short(session) -> str:
+    return str(session.session_id)[:8]
+
+
+@pytest.fixture
+def sessions():
+    """One session in each state the filters tell apart (newest score decides)."""
+    unscored = make_session(alert_type="kubernetes", alert_data={"alert": "PodCrashLooping", "pod": "api-7f"})
+    poor = make_session(alert_type="kubernetes")
+    make_score(poor, total_score=49)
+    weak = make_session(alert_type="database")
+    make_score(weak, total_score=50, prompt_hash="0" * 64)  # obsolete criteria
+    good = make_session(alert_type="database")
+    make_score(good, total_score=75)
+    rescored = make_session()  # an old good score, then a failed re-score
+    make_score(rescored, total_score=90, scored_at_us=T0_US)
+    make_score(rescored, status="failed", scored_at_us=T0_US + 1)
+    scoring = make_session()
+    make_score(scoring, status="in_progress")
+    running = make_session(status="in_progress", completed_at_us=None)
+    return {name: session for name, session in locals().items()}
+
+
+def test_session_list_shows_each_latest_score_as_a_worded_badge(admin_client, sessions):
+    page = admin_client.get(SESSIONS_URL).content.decode()
+    for text in ["49 · Poor", "50 · Weak", "75 · Good", "Not scored", "Scoring…", "Failed"]:
+        assert text in page
+    assert "90 · Good" not in page  # superseded by the failed re-score
+    assert "obsolete criteria" in page
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({"scored": "not_scored"}, {"unscored", "running"}),
+        ({"scored": "scored"}, {"poor", "weak", "good"}),
+        ({"scored": "scoring"}, {"scoring"}),
+        ({"scored": "failed"}, {"rescored"}),
+        ({"band": "poor"}, {"poor"}),
+        ({"band": "weak"}, {"weak"}),
+        ({"band": "good"}, {"good"}),
+        ({"criteria": "obsolete"}, {"weak"}),
+        ({"criteria": "current"}, {"poor", "good", "rescored", "scoring"}),
+        ({"alert_type": "database"}, {"weak", "good"}),
+        ({"status__exact": "in_progress"}, {"running"}),
+    ],
+)
+def test_session_filters(admin_client, sessions, query, expected):
+    assert listed_sessions(admin_client, **query) == {short(sessions[name]) for name in expected}
+
+
+def test_search_by_session_id_and_alert_text(admin_client, sessions):
+    assert listed_sessions(admin_client, q=str(sessions["good"].session_id)) == {short(sessions["good"])}
+    assert listed_sessions(admin_client, q="podcrashloop") == {short(sessions["unscored"])}
+    assert listed_sessions(admin_client, q="database") == {short(sessions["weak"]), short(sessions["good"])}
+
+
+def test_session_list_does_not_load_the_investigation(admin_client, sessions):
+    with CaptureQueriesContext(connection) as queries:
+        assert admin_client.get(SESSIONS_URL).status_code == 200
+    session_queries = [q["sql"] for q in queries if "alert_sessions" in q["sql"]]
+    assert session_queries
+    assert not any(re.search(r'"(stages|session_level_interactions)"', sql) for sql in session_queries)
+
+
+def run_action(client, action: str, sessions) -> str:
+    response = client.post(
+        SESSIONS_URL,
+        {"action": action, "_selected_action": [str(s.session_id) for s in sessions]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_score_selected_reports_what_happened_to_each(admin_client, sessions, django_capture_on_commit_callbacks):
+    chosen = [sessions[name] for name in ("unscored", "good", "scoring", "running")]
+    with django_capture_on_commit_callbacks():
+        page = run_action(admin_client, "score_selected", chosen)
+    assert (
+        "1 queued for scoring; 1 already scored (use force re-score to score again); "
+        "1 already being scored; 1 skipped: not finished." in page
+    )
+    new = SessionScore.objects.get(session=sessions["unscored"])
+    assert (new.status, new.score_triggered_by) == ("pending", "admin")
+
+
+def test_force_rescore_selected_queues_finished_sessions_again(admin_client, sessions, django_capture_on_commit_callbacks):
+    chosen = [sessions[name] for name in ("good", "rescored", "scoring")]
+    with django_capture_on_commit_callbacks():
+        page = run_action(admin_client, "force_rescore_selected", chosen)
+    assert "2 queued for scoring; 1 already being scored." in page
+    assert SessionScore.objects.filter(session=sessions["good"]).count() == 2
+
+
+def test_session_page_shows_alert_analysis_investigation_and_history(admin_client):
+    session = make_session(
+        alert_data={"alert": "NamespaceTerminating", "namespace": "stuck-ns"},
+        final_analysis="**Root cause:** a finalizer <script>alert(1)</script>",
+    )
+    old = make_score(session, total_score=30, scored_at_us=T0_US, prompt_hash="f" * 64)
+    make_score(session, total_score=80, scored_at_us=T0_US + 5)
+    page = admin_client.get(reverse("admin:scoring_alertsession_change", args=[session.session_id])).content.decode()
+    assert "&quot;namespace&quot;: &quot;stuck-ns&quot;" in page
+    assert "<strong>Root cause:</strong>" in page and "<script>alert(1)" not in page
+    assert "<details><summary>The investigation as the judge reads it</summary>" in page
+    assert "## FINAL ANALYSIS" in page
+    assert page.index("80 · Good") < page.index("30 · Poor")  # newest first
+    assert reverse("admin:scoring_sessionscore_change", args=[old.score_id]) in page
+
+
+def test_score_list_badges_criteria_and_review_filters(admin_client, admin_user, sessions):
+    good = SessionScore.objects.get(session=sessions["good"])
+    poor = SessionScore.objects.get(session=sessions["poor"])
+    ScoreReview.objects.create(score=good, reviewer=admin_user, verdict="agree", reviewer_score=78)
+    ScoreReview.objects.create(score=poor, reviewer=admin_user, verdict="disagree", reviewer_score=70)
+
+    def listed(**query):
+        page = admin_client.get(SCORES_URL, query).content.decode()
+        return set(re.findall(r'<th class="field-short_id"><a href="[^"]+">([0-9a-f]{8})</a>', page))
+
+    def ids(*scores):
+        return {str(s.score_id)[:8] for s in scores}
+
+    weak = SessionScore.objects.get(session=sessions["weak"])
+    assert listed(review="agreed") == ids(good)
+    assert listed(review="disagreed") == ids(poor)
+    unreviewed = listed(review="unreviewed")
+    assert ids(weak) <= unreviewed and ids(good, poor).isdisjoint(unreviewed)
+    assert listed(band="poor") == ids(poor)
+    assert listed(criteria="obsolete") == ids(weak)
+    assert listed(status__exact="in_progress") == ids(SessionScore.objects.get(session=sessions["scoring"]))
+    page = admin_client.get(SCORES_URL).content.decode()
+    assert "1 agree, 0 disagree" in page and "not reviewed" in page and "obsolete (000000000000)" in page
+
+
+def test_score_list_does_not_load_the_analyses(admin_client, sessions):
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(SCORES_URL)
+    score_queries = [q["sql"] for q in queries if "session_scores" in q["sql"]]
+    assert score_queries and not any('"score_analysis"' in sql for sql in score_queries)
+
+
+def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client):
+    score = make_score(
+        make_session(),
+        total_score=64,
+        score_analysis="## Logical flow\n\nWeak. <img src=x onerror=alert(1)>",
+        missing_tools_analysis="1. **pods_log** <script>alert(2)</script>",
+        judge_model="openai/gpt-5",
+        input_tokens=12345,
+        output_tokens=678,
+        cost_usd="0.123456",
+    )
+    page = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[score.score_id])).content.decode()
+    assert "<h2>Logical flow</h2>" in page and "<strong>pods_log</strong>" in page
+    assert "<img src=x" not in page and "<script>alert(2)" not in page
+    assert "64 · Weak" in page and "current (" in page
+    assert "12,345 / 678" in page and "0.123456" in page and "openai/gpt-5" in page
+    assert "30 s" in page  # started -> completed
+
+
+def test_scores_are_read_only_even_for_superusers(admin_client):
+    score = make_score(make_session())
+    change_url = reverse("admin:scoring_sessionscore_change", args=[score.score_id])
+    assert admin_client.get(reverse("admin:scoring_sessionscore_add")).status_code == 403
+    assert admin_client.post(change_url, {"total_score": "100"}).status_code == 403
+    assert admin_client.post(reverse("admin:scoring_sessionscore_delete", args=[score.score_id])).status_code == 403
+    assert SessionScore.objects.get(pk=score.pk).total_score == 61
+
+
+def test_a_user_with_view_permission_can_read_scores_and_request_scoring(client, django_capture_on_commit_callbacks):
+    viewer = User.objects.create_user("vic", password="pw", is_staff=True)
+    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_alertsession", "view_sessionscore"]))
+    client.force_login(viewer)
+    session = make_session()
+    assert client.get(SCORES_URL).status_code == 200
+    with django_capture_on_commit_callbacks():
+        page = run_action(client, "score_selected", [session])
+    assert "1 queued for scoring." in page
+    assert SessionScore.objects.get(session=session).score_triggered_by == "vic"
+
+
+def test_unknown_uuid_search_finds_nothing(admin_client, sessions):
+    assert listed_sessions(admin_client, q=str(uuid.uuid4())) == set()

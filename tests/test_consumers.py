@@ -1,0 +1,391 @@
+"""The /api/v1/ws protocol, driven in-process with channels' WebsocketCommunicator.
+
+Events are recorded in committed transactions and reach the consumer the way
+they do in production: through the relay with the in-memory layer, or directly
+when the tests run with a Redis layer.
+"""
+
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.test import Client
+
+from scoring import events
+from scoring.consumers import CLOSE_FORBIDDEN_ORIGIN, CLOSE_UNAUTHENTICATED, MAX_SUBSCRIPTIONS
+from tarsy_scoring.asgi import application
+from tests.support.factories import make_score, make_session
+from tests.support.servers import WS_PATH
+
+PROXY_USER = [(b"x-forwarded-user", b"alice")]
+# Generous, only so that a broken consumer fails instead of hanging.
+TIMEOUT_S = 10
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class LoopbackCommunicator(WebsocketCommunicator):
+    """A handshake from ``client`` (daphne puts the peer address in the scope)."""
+
+    def __init__(self, headers=(), client=("127.0.0.1", 50123)):
+        super().__init__(application, WS_PATH, headers=list(headers))
+        self.scope["client"] = list(client)
+
+    async def open(self) -> dict:
+        connected, _ = await self.connect(TIMEOUT_S)
+        assert connected
+        return await self.receive_json_from(TIMEOUT_S)
+
+    async def request(self, message) -> dict:
+        await self.send_json_to(message)
+        return await self.receive_json_from(TIMEOUT_S)
+
+    async def refusal_code(self) -> int:
+        """Connect, expecting the server to accept and then close with a code."""
+        connected, _ = await self.connect(TIMEOUT_S)
+        assert connected
+        closing = await self.receive_output(TIMEOUT_S)
+        assert closing["type"] == "websocket.close", closing
+        return closing["code"]
+
+
+def run(scenario):
+    return async_to_sync(scenario)()
+
+
+def record_committed(event_type, score, **fields) -> dict:
+    with transaction.atomic():
+        return events.payload(events.record(event_type, score, **fields))
+
+
+record = database_sync_to_async(record_committed)
+
+
+@pytest.fixture
+def score():
+    return make_score(make_session(), status="in_progress")
+
+
+def session_channel(score) -> str:
+    return f"session:{score.session_id}"
+
+
+# --- connection and simple actions --------------------------------------------------------
+
+
+def test_connection_is_established_with_an_id_and_answers_ping():
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        greeting = await ws.open()
+        pong = await ws.request({"action": "ping"})
+        await ws.disconnect()
+        return greeting, pong
+
+    greeting, pong = run(scenario)
+    assert greeting["type"] == "connection.established"
+    assert uuid.UUID(greeting["connection_id"])
+    assert pong == {"type": "pong"}
+
+
+def test_subscribe_and_unsubscribe_confirm_the_canonical_channel():
+    session_id = uuid.uuid4()
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        replies = [
+            await ws.request({"action": "subscribe", "channel": "sessions"}),
+            await ws.request({"action": "subscribe", "channel": f"session:{str(session_id).upper()}"}),
+            await ws.request({"action": "unsubscribe", "channel": "sessions"}),
+        ]
+        await ws.disconnect()
+        return replies
+
+    assert run(scenario) == [
+        {"type": "subscription.confirmed", "channel": "sessions"},
+        {"type": "subscription.confirmed", "channel": f"session:{session_id}"},
+        {"type": "subscription.cancelled", "channel": "sessions"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "error_says"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "unknown action"),
+        ('{"channel": "sessions"}', "unknown action None"),
+        ('{"action": "shout"}', "unknown action 'shout'"),
+        ('{"action": "subscribe"}', "missing field 'channel'"),
+        ('{"action": "subscribe", "channel": "session:42"}', "unknown channel 'session:42'"),
+        ('{"action": "unsubscribe", "channel": "alerts"}', "unknown channel 'alerts'"),
+        ('{"action": "catchup", "channel": "sessions"}', "'last_event_id' must be"),
+        ('{"action": "catchup", "channel": "sessions", "last_event_id": -1}', "'last_event_id' must be"),
+        ('{"action": "catchup", "channel": "sessions", "last_event_id": "5"}', "'last_event_id' must be"),
+        ('{"action": "catchup", "channel": "sessions", "last_event_id": true}', "'last_event_id' must be"),
+    ],
+)
+def test_bad_messages_get_an_error_and_the_connection_stays_open(message, error_says):
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.send_to(text_data=message)
+        error = await ws.receive_json_from(TIMEOUT_S)
+        pong = await ws.request({"action": "ping"})
+        await ws.disconnect()
+        return error, pong
+
+    error, pong = run(scenario)
+    assert error["type"] == "error"
+    assert error_says in error["message"]
+    assert pong == {"type": "pong"}
+
+
+def test_subscriptions_per_connection_are_limited():
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        for _ in range(MAX_SUBSCRIPTIONS):
+            await ws.request({"action": "subscribe", "channel": f"session:{uuid.uuid4()}"})
+        over = await ws.request({"action": "subscribe", "channel": "sessions"})
+        await ws.disconnect()
+        return over
+
+    assert run(scenario) == {
+        "type": "error",
+        "message": f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection",
+    }
+
+
+# --- live events ----------------------------------------------------------------------------
+
+
+def test_subscriber_receives_the_events_of_its_session_in_order(score):
+    other = make_score(make_session(), status="in_progress")
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": session_channel(score)})
+        await record(events.STARTED, other)
+        recorded = [
+            await record(events.STARTED, score),
+            await record(events.PROGRESS, score, phase=events.PHASE_ANALYZING),
+            await record(events.PROGRESS, score, phase=events.PHASE_MISSING_TOOLS),
+            await record(events.COMPLETED, score, total_score=64),
+        ]
+        received = [await ws.receive_json_from(TIMEOUT_S) for _ in recorded]
+        await ws.disconnect()
+        return recorded, received
+
+    recorded, received = run(scenario)
+    assert received == recorded
+    assert [event["type"] for event in received] == [
+        "scoring.started",
+        "scoring.progress",
+        "scoring.progress",
+        "scoring.completed",
+    ]
+
+
+def test_sessions_channel_gets_lifecycle_events_of_every_session_but_no_progress(score):
+    other = make_score(make_session(), status="in_progress")
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": "sessions"})
+        await record(events.STARTED, score)
+        await record(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+        await record(events.FAILED, other, error_message="judge unavailable")
+        received = [await ws.receive_json_from(TIMEOUT_S) for _ in range(2)]
+        await ws.disconnect()
+        return received
+
+    started, failed = run(scenario)
+    assert (started["type"], started["session_id"]) == ("scoring.started", str(score.session_id))
+    assert (failed["type"], failed["error_message"]) == ("scoring.failed", "judge unavailable")
+
+
+def test_event_on_two_subscribed_channels_is_sent_once(score):
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": "sessions"})
+        await ws.request({"action": "subscribe", "channel": session_channel(score)})
+        started = await record(events.STARTED, score)
+        completed = await record(events.COMPLETED, score, total_score=70)
+        received = [await ws.receive_json_from(TIMEOUT_S) for _ in range(2)]
+        await ws.disconnect()
+        return [started, completed], received
+
+    recorded, received = run(scenario)
+    assert received == recorded
+
+
+def test_unsubscribed_channel_no_longer_delivers(score):
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": "sessions"})
+        await ws.request({"action": "subscribe", "channel": session_channel(score)})
+        await ws.request({"action": "unsubscribe", "channel": session_channel(score)})
+        # Progress goes only to the session channel, which is gone.
+        await record(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+        completed = await record(events.COMPLETED, score, total_score=70)
+        received = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return completed, received
+
+    completed, received = run(scenario)
+    assert received == completed
+
+
+# --- catchup --------------------------------------------------------------------------------
+
+
+def test_catchup_pages_by_100_with_has_more(score):
+    recorded = [record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING) for _ in range(150)]
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        pages = []
+        last_event_id = 0
+        for _ in range(2):
+            await ws.send_json_to(
+                {"action": "catchup", "channel": session_channel(score), "last_event_id": last_event_id}
+            )
+            replayed = [await ws.receive_json_from(TIMEOUT_S) for _ in range(100 if not pages else 50)]
+            complete = await ws.receive_json_from(TIMEOUT_S)
+            pages.append((replayed, complete))
+            last_event_id = complete["last_event_id"]
+        final = await ws.request(
+            {"action": "catchup", "channel": session_channel(score), "last_event_id": last_event_id}
+        )
+        await ws.disconnect()
+        return pages, final
+
+    [(first, first_complete), (second, second_complete)], final = run(scenario)
+    assert first == recorded[:100] and second == recorded[100:]
+    assert first_complete == {
+        "type": "catchup.complete",
+        "channel": session_channel(score),
+        "has_more": True,
+        "last_event_id": recorded[99]["id"],
+    }
+    assert second_complete["has_more"] is False
+    assert second_complete["last_event_id"] == recorded[-1]["id"]
+    # Nothing newer: the reply keeps the id the client sent.
+    assert final == {
+        "type": "catchup.complete",
+        "channel": session_channel(score),
+        "has_more": False,
+        "last_event_id": recorded[-1]["id"],
+    }
+
+
+def test_catchup_of_sessions_replays_lifecycle_events_after_the_given_id(score):
+    started = record_committed(events.STARTED, score)
+    record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+    completed = record_committed(events.COMPLETED, score, total_score=88)
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.send_json_to({"action": "catchup", "channel": "sessions", "last_event_id": started["id"]})
+        replayed = await ws.receive_json_from(TIMEOUT_S)
+        complete = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return replayed, complete
+
+    replayed, complete = run(scenario)
+    assert replayed == completed
+    assert complete == {
+        "type": "catchup.complete",
+        "channel": "sessions",
+        "has_more": False,
+        "last_event_id": completed["id"],
+    }
+
+
+def test_catchup_skips_events_this_connection_already_received_live(score):
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": session_channel(score)})
+        started = await record(events.STARTED, score)
+        live = await ws.receive_json_from(TIMEOUT_S)
+        await ws.request({"action": "unsubscribe", "channel": session_channel(score)})
+        completed = await record(events.COMPLETED, score, total_score=90)
+        await ws.send_json_to({"action": "catchup", "channel": session_channel(score), "last_event_id": 0})
+        replayed = await ws.receive_json_from(TIMEOUT_S)
+        complete = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return started, live, completed, replayed, complete
+
+    started, live, completed, replayed, complete = run(scenario)
+    assert live == started
+    assert replayed == completed
+    assert complete["last_event_id"] == completed["id"]
+
+
+# --- who may connect ------------------------------------------------------------------------
+
+
+def session_cookie(username="carol") -> tuple[bytes, bytes]:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user(username))
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+@pytest.mark.parametrize(
+    ("headers", "client", "code"),
+    [
+        ([], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
+        (PROXY_USER, ("10.1.2.3", 5000), CLOSE_UNAUTHENTICATED),
+        ([(b"x-forwarded-user", b"  ")], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
+        ([(b"origin", b"http://localhost")], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
+        (PROXY_USER + [(b"origin", b"https://evil.example")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
+        (PROXY_USER + [(b"origin", b"null")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
+    ],
+)
+def test_refused_connections_close_with_a_documented_code(headers, client, code):
+    async def scenario():
+        return await LoopbackCommunicator(headers, client).refusal_code()
+
+    assert run(scenario) == code
+
+
+def test_session_cookie_needs_an_allowed_origin():
+    cookie = session_cookie()
+
+    async def scenario():
+        with_origin = LoopbackCommunicator([cookie, (b"origin", b"http://localhost:8000")], ("10.9.9.9", 1))
+        greeting = await with_origin.open()
+        await with_origin.disconnect()
+        without_origin = await LoopbackCommunicator([cookie], ("10.9.9.9", 1)).refusal_code()
+        foreign_origin = await LoopbackCommunicator(
+            [cookie, (b"origin", b"http://attacker.example")], ("10.9.9.9", 1)
+        ).refusal_code()
+        return greeting, without_origin, foreign_origin
+
+    greeting, without_origin, foreign_origin = run(scenario)
+    assert greeting["type"] == "connection.established"
+    assert without_origin == CLOSE_FORBIDDEN_ORIGIN
+    assert foreign_origin == CLOSE_FORBIDDEN_ORIGIN
+
+
+def test_csrf_trusted_origin_is_allowed(settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://tarsy.example.com"]
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER + [(b"origin", b"https://tarsy.example.com")])
+        greeting = await ws.open()
+        await ws.disconnect()
+        return greeting
+
+    assert run(scenario)["type"] == "connection.established"

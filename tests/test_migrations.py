@@ -1,0 +1,120 @@
+"""The scoring schema as the database holds it (spec 000, Phase 1).
+
+bin/test runs these on SQLite and on PostgreSQL: the constraints must be
+enforced by the database itself, not by Django's validation.
+"""
+
+import pytest
+from django.apps import apps
+from django.core.management import call_command
+from django.db import IntegrityError, connection, transaction
+
+from scoring.models import ScoringStatus
+from tests.support.factories import make_score, make_session
+
+
+def scoring_tables() -> set[str]:
+    return {model._meta.db_table for model in apps.get_app_config("scoring").get_models()}
+
+
+def tables_in_database() -> set[str]:
+    return set(connection.introspection.table_names())
+
+
+def session_scores_constraints() -> dict[str, dict]:
+    with connection.cursor() as cursor:
+        return connection.introspection.get_constraints(cursor, "session_scores")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_scoring_migrates_to_zero_and_forward_again():
+    assert scoring_tables() <= tables_in_database()
+
+    call_command("migrate", "scoring", "zero", verbosity=0)
+    try:
+        assert scoring_tables() & tables_in_database() == set()
+    finally:
+        call_command("migrate", "scoring", verbosity=0)
+
+    assert scoring_tables() <= tables_in_database()
+    # The rebuilt tables work, constraints included.
+    session = make_session()
+    make_score(session, status=ScoringStatus.PENDING)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_score(session, status=ScoringStatus.IN_PROGRESS)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("second_status", [ScoringStatus.PENDING, ScoringStatus.IN_PROGRESS])
+@pytest.mark.parametrize("first_status", [ScoringStatus.PENDING, ScoringStatus.IN_PROGRESS])
+def test_database_refuses_a_second_active_scoring_of_a_session(first_status, second_status):
+    session = make_session()
+    make_score(session, status=first_status)
+
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_score(session, status=second_status)
+
+    assert session.scores.count() == 1
+
+
+@pytest.mark.django_db
+def test_finished_scorings_sit_beside_the_one_active_scoring():
+    session = make_session()
+    make_score(session, status=ScoringStatus.COMPLETED)
+    make_score(session, status=ScoringStatus.FAILED)
+    make_score(session, status=ScoringStatus.COMPLETED)
+    make_score(session, status=ScoringStatus.PENDING)
+    # Another session's active scoring is independent.
+    make_score(make_session(), status=ScoringStatus.IN_PROGRESS)
+
+    assert sorted(session.scores.values_list("status", flat=True)) == [
+        "completed",
+        "completed",
+        "failed",
+        "pending",
+    ]
+
+
+@pytest.mark.django_db
+def test_a_session_can_be_scored_again_once_its_active_scoring_finished():
+    session = make_session()
+    active = make_score(session, status=ScoringStatus.IN_PROGRESS)
+    active.status = ScoringStatus.COMPLETED
+    active.total_score = 70
+    active.save()
+
+    make_score(session, status=ScoringStatus.PENDING)
+
+    assert session.scores.filter(status__in=ScoringStatus.active_values()).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fields", [{"total_score": 101}, {"total_score": -1}, {"status": "cancelled"}])
+def test_database_refuses_out_of_range_scores_and_unknown_statuses(fields):
+    session = make_session()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        make_score(session, **fields)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "columns",
+    [
+        ["session_id"],
+        ["prompt_hash"],
+        ["total_score"],
+        ["status"],
+        ["session_id", "status"],
+        ["status", "started_at_us"],
+    ],
+)
+def test_session_scores_has_the_spec_indexes(columns):
+    indexed = [info["columns"] for info in session_scores_constraints().values() if info["index"]]
+    assert columns in indexed
+
+
+@pytest.mark.django_db
+def test_active_scoring_uniqueness_is_a_unique_index_on_session_id():
+    constraint = session_scores_constraints()["uq_session_scores_one_active"]
+    assert constraint["unique"] is True
+    assert constraint["columns"] == ["session_id"]

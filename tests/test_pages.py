@@ -1,0 +1,222 @@
+"""Dashboard pages without a browser: badges, login, the session list and the score view's states."""
+
+import json
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from scoring.models import ScoreReview
+from scoring.templatetags.scoring_ui import badge, badge_catalog
+from tests.support.factories import T0_US, make_score, make_session
+
+LIST_URL = reverse("scoring:session-list")
+
+
+def detail_url(session) -> str:
+    return reverse("scoring:session-detail", args=[session.session_id])
+
+
+@pytest.mark.parametrize(
+    ("total", "css", "text"),
+    [
+        (0, "badge-poor", "0 · Poor"),
+        (49, "badge-poor", "49 · Poor"),
+        (50, "badge-weak", "50 · Weak"),
+        (74, "badge-weak", "74 · Weak"),
+        (75, "badge-good", "75 · Good"),
+        (100, "badge-good", "100 · Good"),
+    ],
+)
+def test_completed_badges_follow_the_specs_bands(total, css, text):
+    shown = badge("completed", total)
+    assert (shown.css, shown.text) == (css, text)
+    assert shown.title.startswith(f"Score {total}/100: ")
+
+
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [(None, "Not scored"), ("pending", "Scoring…"), ("in_progress", "Scoring…"), ("failed", "Failed")],
+)
+def test_other_states_have_their_own_words(status, text):
+    assert badge(status, None).text == text
+
+
+def test_the_page_script_gets_the_same_bands():
+    bands = badge_catalog()["bands"]
+    assert [(b["low"], b["high"], b["label"]) for b in bands] == [(0, 49, "Poor"), (50, 74, "Weak"), (75, 100, "Good")]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [LIST_URL, "/sessions/7c9e6679-7425-40de-944b-e07fc1f90ae7/"])
+def test_pages_send_anonymous_visitors_to_the_admin_login(client, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"/admin/login/?next={url}"
+
+
+def rows(page: str) -> list[str]:
+    """Session ids of the list's rows, in order."""
+    return re.findall(r'data-session-row="([0-9a-f-]+)"', page)
+
+
+@pytest.fixture
+def scored_sessions():
+    low = make_session(alert_type="kubernetes", started_at_us=T0_US + 1)
+    make_score(low, total_score=30)
+    high = make_session(alert_type="database", started_at_us=T0_US + 2)
+    make_score(high, total_score=90, prompt_hash="a" * 64)
+    unscored = make_session(alert_type="kubernetes", started_at_us=T0_US + 3)
+    failed = make_session(alert_type="kubernetes", started_at_us=T0_US + 4)
+    make_score(failed, status="failed")
+    return {"low": low, "high": high, "unscored": unscored, "failed": failed}
+
+
+def ids(*sessions) -> list[str]:
+    return [str(s.session_id) for s in sessions]
+
+
+@pytest.mark.django_db
+def test_list_shows_badges_and_offers_scoring_only_where_it_can(admin_client, scored_sessions):
+    running = make_session(status="in_progress", completed_at_us=None, started_at_us=T0_US + 5)
+    page = admin_client.get(LIST_URL).content.decode()
+    for text in ["30 · Poor", "90 · Good", "Not scored", "Failed", "obsolete criteria"]:
+        assert text in page
+    assert rows(page) == ids(running, scored_sessions["failed"], scored_sessions["unscored"], scored_sessions["high"], scored_sessions["low"])
+    buttons = re.findall(r'data-score-button data-session-id="([0-9a-f-]+)"', page)
+    assert buttons == ids(scored_sessions["unscored"])  # not the running one
+    badge_link = f'href="{detail_url(scored_sessions["low"])}#score" data-score-badge="{scored_sessions["low"].session_id}"'
+    assert badge_link in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ({"sort": "-score"}, ["high", "low", "failed", "unscored"]),
+        ({"sort": "score"}, ["low", "high", "failed", "unscored"]),
+        ({"sort": "started"}, ["low", "high", "unscored", "failed"]),
+        ({"score": "good"}, ["high"]),
+        ({"score": "poor"}, ["low"]),
+        ({"score": "not_scored"}, ["unscored"]),
+        ({"score": "failed"}, ["failed"]),
+        ({"criteria": "obsolete"}, ["high"]),
+        ({"alert_type": "database"}, ["high"]),
+        ({"q": "database"}, ["high"]),
+        ({"score": "bogus", "sort": "sideways"}, ["failed", "unscored", "high", "low"]),
+    ],
+)
+def test_list_filters_and_sorts(admin_client, scored_sessions, query, expected):
+    page = admin_client.get(LIST_URL, query).content.decode()
+    assert rows(page) == ids(*(scored_sessions[name] for name in expected))
+
+
+@pytest.mark.django_db
+def test_list_pages_through_many_sessions(admin_client):
+    for index in range(51):
+        make_session(started_at_us=T0_US + index)
+    first = admin_client.get(LIST_URL, {"sort": "-started"}).content.decode()
+    second = admin_client.get(LIST_URL, {"sort": "-started", "page": 2}).content.decode()
+    assert len(rows(first)) == 50 and len(rows(second)) == 1
+    assert "Page 1 of 2" in first and "?sort=-started&amp;page=2" in first
+
+
+@pytest.mark.django_db
+def test_list_does_not_load_the_investigation(admin_client, scored_sessions):
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(LIST_URL)
+    session_queries = [q["sql"] for q in queries if "alert_sessions" in q["sql"]]
+    assert session_queries
+    assert not any(re.search(r'"(stages|session_level_interactions)"', sql) for sql in session_queries)
+
+
+def score_view(client, session) -> str:
+    page = client.get(detail_url(session)).content.decode()
+    return page[page.index('<aside id="score"') :]
+
+
+@pytest.mark.django_db
+def test_session_page_shows_the_alert_the_analysis_and_the_investigation(admin_client):
+    session = make_session(final_analysis="**Root cause:** finalizer", alert_data={"alert": "NamespaceTerminating"})
+    page = admin_client.get(detail_url(session)).content.decode()
+    assert "&quot;alert&quot;: &quot;NamespaceTerminating&quot;" in page
+    assert "<strong>Root cause:</strong> finalizer" in page
+    assert "<summary>The whole investigation, as the judge reads it</summary>" in page
+    assert f'data-channel="session:{session.session_id}"' in page
+    catalog = re.search(r'<script id="badge-catalog" type="application/json">(.*?)</script>', page).group(1)
+    assert json.loads(catalog) == badge_catalog()
+
+
+@pytest.mark.django_db
+def test_unscored_session_offers_to_score_it(admin_client):
+    view = score_view(admin_client, make_session())
+    assert "Not scored yet." in view and "Score session</button>" in view and "data-force" not in view
+
+
+@pytest.mark.django_db
+def test_running_session_cannot_be_scored_yet(admin_client):
+    view = score_view(admin_client, make_session(status="in_progress", completed_at_us=None))
+    assert "it can be scored once it finishes" in view and "data-score-button" not in view
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("status", "text"), [("pending", "Queued: waiting for a judge worker."), ("in_progress", "The judge is scoring")])
+def test_active_scoring_shows_progress_and_blocks_rescoring(admin_client, status, text):
+    session = make_session()
+    make_score(session, status=status)
+    view = score_view(admin_client, session)
+    assert "Scoring…" in view and text in view
+    assert "<button type=\"button\" disabled>Re-score</button>" in view
+
+
+@pytest.mark.django_db
+def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
+    session = make_session()
+    make_score(session, status="failed", error_message="judge LLM timed out <b>badly</b>")
+    view = score_view(admin_client, session)
+    assert "Scoring failed." in view and "judge LLM timed out &lt;b&gt;badly&lt;/b&gt;" in view
+    assert 'data-score-button data-force' in view
+
+
+@pytest.mark.django_db
+def test_completed_score_shows_analyses_criteria_history_and_reviews(admin_client, admin_user):
+    session = make_session()
+    old = make_score(session, total_score=40, prompt_hash="b" * 64, scored_at_us=T0_US)
+    make_score(
+        session,
+        total_score=77,
+        scored_at_us=T0_US + 10,
+        score_analysis="Good flow. <script>alert(1)</script>",
+        missing_tools_analysis="1. **pods_log**",
+    )
+    ScoreReview.objects.create(score=old, reviewer=admin_user, verdict="disagree", reviewer_score=60, note="too harsh")
+    view = score_view(admin_client, session)
+    assert "77 · Good" in view and "77/100: good investigation" in view and "current criteria" in view
+    assert "Good flow. &lt;script&gt;" in view and "<strong>pods_log</strong>" in view
+    history = view[view.index("Scoring history") :]
+    assert history.index("77 · Good") < history.index("40 · Poor")
+    assert "obsolete" in history and "admin: disagree (60)" in history
+    assert "Re-score</button>" in view
+
+
+@pytest.mark.django_db
+def test_obsolete_score_says_so(admin_client):
+    session = make_session()
+    make_score(session, prompt_hash="c" * 64)
+    view = score_view(admin_client, session)
+    assert "obsolete criteria" in view and "re-score to judge it by today's criteria" in view
+
+
+@pytest.mark.django_db
+def test_score_panel_alone_matches_the_pages_score_view(admin_client):
+    session = make_session()
+    make_score(session, total_score=55)
+    panel = admin_client.get(reverse("scoring:score-panel", args=[session.session_id])).content.decode()
+    assert "55 · Weak" in panel and "<html" not in panel
+
+
+@pytest.mark.django_db
+def test_unknown_session_is_404(admin_client):
+    assert admin_client.get("/sessions/7c9e6679-7425-40de-944b-e07fc1f90ae7/").status_code == 404

@@ -1,0 +1,184 @@
+"""The judge job (services.score_run) against the fake LLM over real HTTP."""
+
+from decimal import Decimal
+
+import pytest
+
+from scoring import events, services
+from scoring.models import ScoringEvent, ScoringStatus, SessionScore
+from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from tests.support.factories import make_score, make_session
+from tests.support.fake_llm import Error, Reply
+
+pytestmark = pytest.mark.django_db
+
+TURN1 = "## Score breakdown\nLogical Flow: 15/25\nConsistency: 18/25\n\n63"
+TURN2 = "1. **kubectl-logs** - would have shown the pod's last output."
+
+
+def pending_score(**session_fields) -> SessionScore:
+    return make_score(make_session(**session_fields), ScoringStatus.PENDING)
+
+
+def event_log(score) -> list[tuple]:
+    return [
+        (event.event_type, event.fields)
+        for event in ScoringEvent.objects.filter(score_id=score.score_id).order_by("id")
+    ]
+
+
+def test_two_turn_conversation_produces_a_completed_score(judge_llm):
+    judge_llm.push(Reply(TURN1, prompt_tokens=9000, completion_tokens=400), Reply(TURN2, prompt_tokens=9500, completion_tokens=120))
+    score = pending_score(alert_data={"alert": "PodCrashLooping", "pod": "api-7d9"})
+
+    services.score_run(score.score_id)
+
+    score.refresh_from_db()
+    assert score.status == "completed"
+    assert score.total_score == 63
+    assert score.score_analysis == "## Score breakdown\nLogical Flow: 15/25\nConsistency: 18/25"
+    assert score.missing_tools_analysis == TURN2
+    assert score.judge_model == "openai/fake-judge"
+    assert (score.input_tokens, score.output_tokens) == (18500, 520)
+    assert score.cost_usd is None  # litellm has no price for the fake model
+    assert score.completed_at_us >= score.started_at_us >= score.scored_at_us
+    assert score.error_message is None
+
+
+def test_turn_two_continues_the_conversation_of_turn_one(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score(alert_data={"alert": "PodCrashLooping"})
+    services.score_run(score.score_id)
+
+    first, second = judge_llm.requests
+    assert [m["role"] for m in first.messages] == ["user"]
+    prompt = first.messages[0]["content"]
+    assert prompt.startswith("You are a computer security expert")
+    assert '"alert": "PodCrashLooping"' in prompt
+    assert prompt.endswith(
+        "You MUST end your response with a single line containing ONLY the total score as an integer (0-100)"
+    )
+    assert second.messages == [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": TURN1},
+        {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+    ]
+
+
+def test_events_report_start_both_phases_and_completion(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+    services.score_run(score.score_id)
+    assert event_log(score) == [
+        (events.STARTED, {}),
+        (events.PROGRESS, {"phase": "analyzing_methodology"}),
+        (events.PROGRESS, {"phase": "identifying_missing_tools"}),
+        (events.COMPLETED, {"total_score": 63}),
+    ]
+
+
+def test_a_missing_score_line_is_asked_for_once_in_the_same_conversation(judge_llm):
+    no_score = "A long critique that forgets to end with the number."
+    judge_llm.push(Reply(no_score), Reply("72"), Reply(TURN2))
+    score = pending_score()
+    services.score_run(score.score_id)
+
+    score.refresh_from_db()
+    assert (score.status, score.total_score, score.score_analysis) == ("completed", 72, no_score)
+    restate, followup = judge_llm.requests[1:]
+    assert restate.messages[1:] == [
+        {"role": "assistant", "content": no_score},
+        {"role": "user", "content": RESTATE_SCORE_PROMPT},
+    ]
+    assert followup.messages[-3:] == [
+        {"role": "user", "content": RESTATE_SCORE_PROMPT},
+        {"role": "assistant", "content": "72"},
+        {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+    ]
+
+
+@pytest.mark.parametrize("turn1", ["", "Verdict: strong work.\n101", "Verdict.\n-1"])
+def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_llm, turn1):
+    judge_llm.push(Reply(turn1), Reply("I would rather not say."))
+    score = pending_score()
+    services.score_run(score.score_id)
+
+    score.refresh_from_db()
+    assert score.status == "failed" and score.total_score is None
+    assert "no 0-100 score on its last line" in score.error_message
+    assert repr(turn1[-500:]) in score.error_message
+    assert len(judge_llm.requests) == 2  # no turn 2 after a failed extraction
+    assert event_log(score)[-1] == (events.FAILED, {"error_message": score.error_message})
+
+
+def test_no_judge_model_configured_fails_with_what_to_set(settings, fake_llm):
+    settings.SCORING_LLM_MODEL = ""
+    score = pending_score()
+    services.score_run(score.score_id)
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert score.error_message == "no judge model configured: set SCORING_LLM_MODEL"
+    assert fake_llm.requests == []
+
+
+def test_llm_failure_after_retries_fails_the_score(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    judge_llm.set_default(Error(503, message="upstream overloaded"))
+    score = pending_score()
+    services.score_run(score.score_id)
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert "503" in score.error_message or "overloaded" in score.error_message
+    assert len(judge_llm.requests) == 2
+
+
+def test_unexpected_error_fails_the_score_with_the_error(judge_llm):
+    score = pending_score(stages="not a list of stages")
+    services.score_run(score.score_id)
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert score.error_message.startswith("unexpected error: ")
+    assert judge_llm.requests == []
+
+
+def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    judge_llm.push(Reply(TURN1, prompt_tokens=1000, completion_tokens=100), Reply(TURN2, prompt_tokens=1200, completion_tokens=50))
+    score = pending_score()
+    services.score_run(score.score_id)
+    score.refresh_from_db()
+    assert score.judge_model == "openai/gpt-4o-mini"
+    assert isinstance(score.cost_usd, Decimal) and score.cost_usd > 0
+
+
+def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+    services.score_run(score.score_id)
+    assert services.score_run(score.score_id) is None
+    assert len(judge_llm.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("start", "target", "allowed"),
+    [
+        ("pending", "in_progress", True),
+        ("pending", "failed", True),
+        ("pending", "completed", False),
+        ("in_progress", "completed", True),
+        ("in_progress", "failed", True),
+        ("in_progress", "pending", False),
+        ("completed", "in_progress", False),
+        ("completed", "failed", False),
+        ("failed", "in_progress", False),
+        ("failed", "completed", False),
+    ],
+)
+def test_state_transitions_only_move_forward(start, target, allowed):
+    score = make_score(make_session(), start)
+    fields = {"error_message": "x"} if target == "failed" else {"total_score": 50} if target == "completed" else {}
+    moved = services._transition(score.score_id, target, event_fields=fields)
+    score.refresh_from_db()
+    assert (moved is not None) == allowed
+    assert score.status == (target if allowed else start)
+    assert ScoringEvent.objects.filter(score_id=score.score_id).count() == (1 if allowed else 0)

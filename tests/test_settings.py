@@ -1,0 +1,175 @@
+"""tarsy_scoring.settings reads its configuration from the environment.
+
+Each case loads the settings in a new Python process with exactly the
+environment under test, as the web and worker processes do.
+"""
+
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO_DIR = Path(__file__).resolve().parents[1]
+
+
+def load_settings(var_dir: Path, code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run ``code`` after importing the settings; it may print ``result`` as JSON.
+
+    The environment holds nothing but what Python needs plus ``env``, so the
+    developer's own configuration cannot leak in.
+    """
+    program = "from django.conf import settings\n" + textwrap.dedent(code)
+    child_env = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings",
+        "TARSY_SCORING_VAR_DIR": str(var_dir),
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO_DIR, env=child_env, capture_output=True, text=True, timeout=60
+    )
+
+
+def settings_values(var_dir: Path, expression: str, **env: str):
+    """The value of ``expression`` (e.g. ``"settings.DEBUG, settings.X"``: a list) under ``env``."""
+    process = load_settings(var_dir, f"import json; print(json.dumps([{expression}], default=str))", **env)
+    assert process.returncode == 0, process.stderr
+    values = json.loads(process.stdout)
+    return values[0] if len(values) == 1 else values
+
+
+def test_default_database_is_sqlite_in_the_project_folder(tmp_path):
+    database = settings_values(tmp_path, 'settings.DATABASES["default"]')
+
+    assert database["ENGINE"] == "django.db.backends.sqlite3"
+    assert database["NAME"] == str(REPO_DIR / "db.sqlite3")
+    assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
+    assert database["OPTIONS"]["timeout"] == 30
+
+
+def test_sqlite_connections_use_wal_and_the_busy_timeout(tmp_path):
+    code = """
+        from django.db import connection
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            journal_mode = cursor.fetchone()[0]
+            cursor.execute("PRAGMA busy_timeout")
+            busy_timeout_ms = cursor.fetchone()[0]
+        print(journal_mode, busy_timeout_ms)
+    """
+    process = load_settings(
+        tmp_path, code, DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", SQLITE_BUSY_TIMEOUT_S="7"
+    )
+
+    assert process.returncode == 0, process.stderr
+    assert process.stdout.split() == ["wal", "7000"]
+
+
+def test_postgres_url_keeps_connections_with_health_checks(tmp_path):
+    database = settings_values(
+        tmp_path,
+        'settings.DATABASES["default"]',
+        DATABASE_URL="postgres://scorer:s3cret@db.example:6543/scoring",
+        DB_CONN_MAX_AGE_S="15",
+    )
+
+    assert database["ENGINE"] == "django.db.backends.postgresql"
+    assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.example", 6543, "scoring")
+    assert (database["USER"], database["PASSWORD"]) == ("scorer", "s3cret")
+    assert database["CONN_MAX_AGE"] == 15
+    assert database["CONN_HEALTH_CHECKS"] is True
+
+
+def test_without_redis_everything_stays_in_the_database_and_the_process(tmp_path):
+    q_cluster, layer, cache = settings_values(
+        tmp_path, 'settings.Q_CLUSTER, settings.CHANNEL_LAYERS["default"], settings.CACHES["default"]'
+    )
+
+    assert q_cluster["orm"] == "default"
+    assert "redis" not in q_cluster
+    assert layer["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert cache["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
+
+
+def test_redis_url_switches_broker_channel_layer_and_cache_to_redis(tmp_path):
+    redis_url = "redis://redis.example:6380/2"
+    q_cluster, layer, cache = settings_values(
+        tmp_path,
+        'settings.Q_CLUSTER, settings.CHANNEL_LAYERS["default"], settings.CACHES["default"]',
+        REDIS_URL=redis_url,
+    )
+
+    assert q_cluster["redis"] == redis_url
+    assert "orm" not in q_cluster
+    assert layer == {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_url]}}
+    assert cache == {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
+
+
+def test_broker_redelivery_window_covers_two_job_timeouts(tmp_path):
+    q_cluster = settings_values(tmp_path, "settings.Q_CLUSTER", SCORING_JOB_TIMEOUT_S="200", SCORING_WORKERS="3")
+
+    assert q_cluster["timeout"] > 200
+    assert q_cluster["retry"] > 2 * q_cluster["timeout"]
+    assert q_cluster["workers"] == q_cluster["queue_limit"] == 3
+
+
+def test_booleans_and_lists_are_parsed(tmp_path):
+    debug, hosts, proxies = settings_values(
+        tmp_path,
+        "settings.DEBUG, settings.ALLOWED_HOSTS, settings.TRUSTED_PROXY_IPS",
+        DEBUG="Yes",
+        ALLOWED_HOSTS="scoring.example.com, 10.0.0.5",
+        TRUSTED_PROXY_IPS="10.1.0.0/16,10.2.3.4",
+    )
+
+    assert debug is True
+    assert hosts == ["scoring.example.com", "10.0.0.5"]
+    assert proxies == ["10.1.0.0/16", "10.2.3.4/32"]
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("DEBUG", "maybe", "DEBUG='maybe' is not a boolean (use true or false)"),
+        ("SCORING_LLM_TIMEOUT_S", "soon", "SCORING_LLM_TIMEOUT_S='soon' is not a number"),
+        ("SCORING_WORKERS", "2.5", "SCORING_WORKERS='2.5' is not a number"),
+        ("TRUSTED_PROXY_IPS", "10.0.0.300", "TRUSTED_PROXY_IPS:"),
+    ],
+)
+def test_bad_values_stop_startup_with_a_clear_message(tmp_path, variable, value, message):
+    process = load_settings(tmp_path, "settings.DEBUG", **{variable: value})
+
+    assert process.returncode != 0
+    assert f"django.core.exceptions.ImproperlyConfigured: {message}" in process.stderr
+
+
+def test_generated_secret_key_is_kept_private_and_reused(tmp_path):
+    first = settings_values(tmp_path, "settings.SECRET_KEY")
+    second = settings_values(tmp_path, "settings.SECRET_KEY")
+    key_file = tmp_path / "secret_key"
+
+    assert first == second == key_file.read_text()
+    assert len(first) >= 50
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_secret_key_from_the_environment_wins_and_writes_nothing(tmp_path):
+    assert settings_values(tmp_path, "settings.SECRET_KEY", SECRET_KEY="from-env") == "from-env"
+    assert not (tmp_path / "secret_key").exists()
+
+
+def test_readme_configuration_table_lists_every_variable_the_settings_read():
+    source = (REPO_DIR / "tarsy_scoring" / "settings.py").read_text()
+    read = set(re.findall(r'os\.environ(?:\.get|\.setdefault)?[(\[]\s*"([A-Z][A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'env_(?:bool|number|list)\(\s*"([A-Z][A-Z0-9_]+)"', source))
+    readme = (REPO_DIR / "README.md").read_text()
+    documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", readme, flags=re.MULTILINE))
+
+    assert "DATABASE_URL" in read and "SCORING_LLM_MODEL" in read
+    assert read - documented == set()
