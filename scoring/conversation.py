@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from scoring import events, llm
+from scoring import events, injection, llm
 from scoring.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
@@ -44,12 +44,19 @@ class JudgeResult:
     messages: list[dict] = field(default_factory=list)
 
 
-def build_score_prompt(session) -> str:
+def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
+    """The turn-1 prompt: the spec's score prompt with the session filled in.
+
+    The session's values are untrusted, so each is fenced between boundary
+    markers with a random token drawn for this prompt (``boundary_token`` fixes
+    it, for tests); see ``scoring.injection``.
+    """
+    token = boundary_token or injection.new_boundary_token()
     return fill_placeholders(
         JUDGE_PROMPT_SCORE,
         {
-            "SESSION_CONVERSATION": render_investigation(session),
-            "ALERT_DATA": render_alert_data(session.alert_data),
+            "SESSION_CONVERSATION": injection.wrap_untrusted(render_investigation(session), token),
+            "ALERT_DATA": injection.wrap_untrusted(render_alert_data(session.alert_data), token),
             "OUTPUT_SCHEMA": OUTPUT_SCHEMA_SCORE,
         },
     )

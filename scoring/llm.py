@@ -18,6 +18,7 @@ from decimal import Decimal
 from functools import cache
 
 from django.conf import settings
+from django.db import connection
 
 logger = logging.getLogger("scoring.llm")
 
@@ -201,6 +202,7 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
     if not model:
         raise JudgeNotConfigured()
     circuit.check(model)
+    _release_db_connection()
     try:
         reply = _complete_with_retries(model, messages, deadline)
     except JudgeLLMError as error:
@@ -210,6 +212,16 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
         raise
     circuit.record_success(model)
     return reply
+
+
+def _release_db_connection() -> None:
+    """Give this thread's database connection back while it waits on the judge.
+
+    Hundreds of judge calls can be in flight, each for up to a minute, and
+    PostgreSQL allows 100 connections by default; the next query reconnects.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def _complete_with_retries(model: str, messages: list[dict], deadline: float | None) -> LLMReply:

@@ -109,6 +109,9 @@ class SessionScore(models.Model):
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
+    # Instruction-like text found in the session's data (scoring.injection), one
+    # short description each: the score may have been steered.
+    warnings = models.JSONField(default=list, blank=True)
 
     class Meta:
         db_table = "session_scores"
@@ -247,3 +250,27 @@ class ScoreReview(models.Model):
 
     def __str__(self) -> str:
         return f"{self.verdict} ({self.reviewer_score}) on score {self.score_id}"
+
+
+class WorkerHeartbeat(models.Model):
+    """The last sign of life of one judge worker cluster (one ``scoring_worker`` process).
+
+    Each cluster upserts its own row every few seconds (``scoring.health``);
+    ``/readyz`` and ``/metrics`` read them to tell whether any worker is alive.
+    Rows of clusters gone for long are pruned.
+    """
+
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    cluster_name = models.CharField(max_length=255)
+    last_seen_us = models.BigIntegerField(db_index=True)
+    # Judge jobs the cluster was running at its last heartbeat, when it says.
+    in_flight = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "worker_heartbeats"
+        ordering = ["-last_seen_us"]
+        constraints = [models.UniqueConstraint(fields=["host", "pid"], name="uq_worker_heartbeats_host_pid")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_name} on {self.host} (pid {self.pid})"

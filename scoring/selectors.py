@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField
+from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField, Value
 from django.db.models.functions import Cast, Coalesce
 
 from scoring.models import (
@@ -55,6 +55,19 @@ def get_session(session_id: str | uuid.UUID) -> AlertSession:
 def latest_score(session_id) -> SessionScore | None:
     """The score of a session: its newest scoring, whatever its status."""
     return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").first()
+
+
+def in_progress_count_subquery():
+    """The number of scorings in progress, as an expression for use inside a query."""
+    in_progress = (
+        SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS)
+        .order_by()
+        .annotate(all_rows=Value(1))
+        .values("all_rows")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return Coalesce(Subquery(in_progress), 0)
 
 
 def active_score(session_id) -> SessionScore | None:

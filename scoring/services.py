@@ -37,6 +37,7 @@ _ALLOWED_TRANSITIONS = {
 }
 _EVENT_FOR_STATUS = {Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
+CAPACITY_POLL_S = 1.0
 WORKER_SHUT_DOWN = "worker shut down"
 
 
@@ -59,14 +60,6 @@ class ScoringInProgress(ScoringError):
             f"{score.status}); wait for it to finish before forcing a re-score"
         )
         self.score = score
-
-
-class WorkerShutdown(BaseException):
-    """Raised inside a judge job when its worker process is told to stop.
-
-    A BaseException, like KeyboardInterrupt, so that no ``except Exception``
-    on the way (HTTP clients, litellm) swallows it.
-    """
 
 
 def now_us() -> int:
@@ -172,7 +165,7 @@ def score_run(score_id) -> SessionScore | None:
     was already failed); that run does nothing, so a job delivered twice costs
     no second judge conversation.
     """
-    score = _transition(score_id, Status.IN_PROGRESS, started_at_us=now_us())
+    score = _claim(score_id)
     if score is None:
         logger.info("score %s is not pending; nothing to do", score_id)
         return None
@@ -187,18 +180,22 @@ def score_run(score_id) -> SessionScore | None:
     except Exception as exc:
         logger.exception("judge job for score %s failed unexpectedly", score_id)
         return fail_scoring(score_id, f"unexpected error: {type(exc).__name__}: {exc}")
-    except BaseException as exc:
-        # The worker is stopping (SIGTERM, Ctrl-C) or django-q2's timeout fired:
-        # record why before letting the process go.
-        fail_scoring(score_id, _interruption_reason(exc))
-        raise
     return _complete(score_id, result)
 
 
-def _interruption_reason(exc: BaseException) -> str:
-    if type(exc).__name__ == "TimeoutException":  # django-q2's, a SystemExit
-        return f"judge job exceeded its time limit ({settings.SCORING_JOB_TIMEOUT_S} s)"
-    return WORKER_SHUT_DOWN
+def _claim(score_id) -> SessionScore | None:
+    """pending -> in_progress, once fewer than SCORING_MAX_IN_FLIGHT scorings are
+    in progress across all workers; None if the score is no longer pending.
+
+    The limit is checked inside the claiming UPDATE: exact where writes are
+    serialized (SQLite), and exceeded at most by the claims that race in the
+    same instant on PostgreSQL.
+    """
+    while True:
+        score = _transition(score_id, Status.IN_PROGRESS, within_capacity=True, started_at_us=now_us())
+        if score is not None or not SessionScore.objects.filter(pk=score_id, status=Status.PENDING).exists():
+            return score
+        time.sleep(CAPACITY_POLL_S)
 
 
 def _record_progress(score: SessionScore, phase: str) -> None:
@@ -236,10 +233,13 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
     )
 
 
-def _transition(score_id, to_status: str, *, event_fields: dict | None = None, **values) -> SessionScore | None:
+def _transition(
+    score_id, to_status: str, *, event_fields: dict | None = None, within_capacity: bool = False, **values
+) -> SessionScore | None:
     """Move a score to ``to_status`` if the move is allowed from its current
-    status, store the event that reports it, and return the updated score.
-    Returns None (and changes nothing) when the move is not allowed.
+    status (and, with ``within_capacity``, if fewer than SCORING_MAX_IN_FLIGHT
+    scorings are in progress), store the event that reports it, and return the
+    updated score. Returns None (and changes nothing) otherwise.
 
     A failed database write is retried once on a fresh connection, so a
     database restart mid-job does not strand the score.
@@ -248,7 +248,12 @@ def _transition(score_id, to_status: str, *, event_fields: dict | None = None, *
 
     def write() -> SessionScore | None:
         with transaction.atomic():
-            if not SessionScore.objects.filter(pk=score_id, status__in=sources).update(status=to_status, **values):
+            movable = SessionScore.objects.filter(pk=score_id, status__in=sources)
+            if within_capacity:
+                movable = movable.annotate(in_progress=selectors.in_progress_count_subquery()).filter(
+                    in_progress__lt=settings.SCORING_MAX_IN_FLIGHT
+                )
+            if not movable.update(status=to_status, **values):
                 return None
             score = SessionScore.objects.get(pk=score_id)
             events.record(_EVENT_FOR_STATUS[to_status], score, **(event_fields or {}))

@@ -1,32 +1,29 @@
 """django-q2 entry points for judge jobs. Thin: each calls one service."""
 
-import logging
-import signal
-import threading
-from contextlib import contextmanager
-
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from scoring import services
-
-logger = logging.getLogger(__name__)
+from scoring import runtime, services
 
 CLEANUP_SCHEDULE_NAME = "cleanup-orphaned-scorings"
+# The judge job bounds itself (SCORING_JOB_TIMEOUT_S); django-q2's hard stop
+# would kill the whole worker process and every other job it runs.
+NO_TIME_LIMIT = -1
 
 
 def enqueue_scoring(score_id) -> None:
-    async_task("scoring.tasks.run_scoring", str(score_id), task_name=f"score-{score_id}", group="scoring")
+    async_task(
+        "scoring.tasks.run_scoring",
+        str(score_id),
+        task_name=f"score-{score_id}",
+        group="scoring",
+        timeout=NO_TIME_LIMIT,
+    )
 
 
 def run_scoring(score_id: str) -> None:
-    try:
-        with _sigterm_raises_worker_shutdown():
-            services.score_run(score_id)
-    except services.WorkerShutdown:
-        # The score already says "worker shut down"; leave without a traceback.
-        logger.info("judge job for score %s stopped: worker shut down", score_id)
-        raise SystemExit(0) from None
+    """Hand the job to this worker process's judge runtime (waits for a free slot)."""
+    runtime.get_runtime().submit(score_id)
 
 
 def cleanup_orphans() -> int:
@@ -39,23 +36,3 @@ def ensure_cleanup_schedule() -> None:
         name=CLEANUP_SCHEDULE_NAME,
         defaults={"func": "scoring.tasks.cleanup_orphans", "schedule_type": Schedule.MINUTES, "minutes": 1},
     )
-
-
-@contextmanager
-def _sigterm_raises_worker_shutdown():
-    """Turn SIGTERM into WorkerShutdown while a job runs, so the job can mark
-    its score failed ("worker shut down") and send the event before exiting.
-    django-q2 leaves SIGTERM at its default (instant death) in worker processes.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-
-    def handler(signum, frame):
-        raise services.WorkerShutdown(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

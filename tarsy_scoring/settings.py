@@ -9,6 +9,7 @@ processes can share them.
 
 import ipaddress
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -221,27 +222,34 @@ SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
 
 # --- Judge jobs (django-q2) --------------------------------------------------------------
 # A scoring job must finish within SCORING_JOB_TIMEOUT_S: the LLM client caps each
-# call at the time the job has left, and django-q2 stops the job a little later.
+# call at the time the job has left.
 SCORING_JOB_TIMEOUT_S = env_number("SCORING_JOB_TIMEOUT_S", 900, int)
+# Worker processes per cluster, judge jobs run at once by each, and in all.
 SCORING_WORKERS = env_number("SCORING_WORKERS", 2, int)
+SCORING_CONCURRENCY_PER_WORKER = env_number("SCORING_CONCURRENCY_PER_WORKER", 20, int)
+SCORING_MAX_IN_FLIGHT = env_number("SCORING_MAX_IN_FLIGHT", 200, int)
 # A pending row that no worker has claimed after this long is marked failed.
 SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
 
-_Q_TIMEOUT = SCORING_JOB_TIMEOUT_S + 30
 Q_CLUSTER = {
     "name": "tarsy-scoring",
     "workers": SCORING_WORKERS,
-    "timeout": _Q_TIMEOUT,
+    # For short tasks (the orphan cleanup). Judge tasks are queued without a
+    # time limit: they return as soon as a thread takes the job (runtime.py).
+    "timeout": 300,
     # The broker hands a task out again if it is not acknowledged within
-    # `retry` seconds of leaving the broker. A task can wait in the cluster's
-    # own queue (at most `queue_limit` = one task per worker) for one job to
-    # finish before its own run starts, so the window must cover two job
-    # timeouts; otherwise a slow judge would be run twice.
+    # `retry` seconds of leaving the broker. A judge task is acknowledged once
+    # a thread takes it, which can mean waiting for a running job to free its
+    # worker (queue_limit = one queued task per worker) and then for a free
+    # slot: at most two job timeouts. A shorter window would deliver the task
+    # twice (harmless, the claim is atomic, but wasteful).
     "queue_limit": SCORING_WORKERS,
-    "retry": 2 * _Q_TIMEOUT + 60,
+    "retry": 2 * SCORING_JOB_TIMEOUT_S + 60,
     "max_attempts": 1,
     "ack_failures": True,
     "catch_up": False,
+    # Recycling a worker process would end the judge jobs running in it.
+    "recycle": 1_000_000,
     "save_limit": 1000,
     "poll": 0.2,
     "label": "Judge jobs",
@@ -261,11 +269,22 @@ else:
 
 # --- Logging -----------------------------------------------------------------------------
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
+# text: human-readable lines; json: one JSON object per line (docs/observability.md).
+# Either way each record carries the fields of scoring.logs.log_context (score_id, session_id).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").lower()
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a log format (use text or json)")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "scoring.logs.ContextFilter"}},
+    "formatters": {
+        "text": {"()": "scoring.logs.PlainFormatter"},
+        "json": {"()": "scoring.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
 }
@@ -278,3 +297,53 @@ SCORING_EVENT_RETENTION_S = env_number("SCORING_EVENT_RETENTION_S", 86400, int)
 SCORING_EVENT_RELAY_POLL_S = env_number("SCORING_EVENT_RELAY_POLL_S", 0.2)
 # How often each web process prunes old events.
 SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)
+
+# --- Throttling and request size -------------------------------------------------------------
+# Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (MAX_REQUEST_BODY_BYTES) get 413 before any view
+# reads them (DRF's JSON parser would not check the limit itself).
+MIDDLEWARE.insert(1, "scoring.request_limits.RequestBodyLimitMiddleware")
+
+# Requests for a scoring (POST .../score) per user: "<count>/<s|min|h|day>", or "" for no
+# limit. The counts live in the cache: per process without REDIS_URL, so with several web
+# processes set REDIS_URL to make the limit hold across them.
+SCORING_POST_RATE = os.environ.get("SCORING_POST_RATE", "30/min").strip()
+if SCORING_POST_RATE and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", SCORING_POST_RATE):
+    raise ImproperlyConfigured(
+        f"SCORING_POST_RATE={SCORING_POST_RATE!r} is not a rate: use <count>/<s|min|h|day> (e.g. 30/min), "
+        "or leave it empty for no limit"
+    )
+
+# --- Production and observability ------------------------------------------------------------
+# All off by default, so a laptop install on plain HTTP keeps working
+# (docs/deploy.md, docs/observability.md).
+
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto: requests it
+# marks https are treated as secure. Only safe when every request comes
+# through that proxy (it must overwrite the header a client sends).
+TRUST_X_FORWARDED_PROTO = env_bool("TRUST_X_FORWARDED_PROTO", False)
+if TRUST_X_FORWARDED_PROTO:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The site is served over HTTPS: session and CSRF cookies are sent over HTTPS only.
+HTTPS = env_bool("HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+# Strict-Transport-Security max-age; 0 sends no header. Only sent on HTTPS requests.
+SECURE_HSTS_SECONDS = env_number("HSTS_SECONDS", 0, int)
+
+if not DEBUG and any(network.prefixlen == 0 for network in TRUSTED_PROXY_IPS):
+    raise ImproperlyConfigured(
+        "TRUSTED_PROXY_IPS includes every address (a /0 range): any client could name its user in "
+        "X-Forwarded-User; list the oauth2-proxy's addresses or network instead"
+    )
+
+# Health and metrics (scoring.health, scoring.metrics).
+READINESS_CHECK_TIMEOUT_S = env_number("READINESS_CHECK_TIMEOUT_S", 2.0)
+# /readyz fails when no worker cluster has reported for this long; 0 skips that check.
+WORKER_HEARTBEAT_MAX_AGE_S = env_number("WORKER_HEARTBEAT_MAX_AGE_S", 60.0)
+# Set: /metrics requires "Authorization: Bearer <METRICS_TOKEN>".
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# prometheus_client reads PROMETHEUS_MULTIPROC_DIR itself; a missing folder would
+# only fail at the first scrape, so say so at start.
+_multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+if _multiproc_dir and not Path(_multiproc_dir).is_dir():
+    raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={_multiproc_dir!r} is not a folder; create it first")
+MIDDLEWARE.insert(0, "scoring.metrics.RequestMetricsMiddleware")

@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from scoring import views_health
+
 urlpatterns = [
     path("", include("scoring.urls")),
     path("admin/", admin.site.urls),
@@ -10,4 +12,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="redoc"),
     path("api-auth/", include("rest_framework.urls")),
+    path("healthz", views_health.healthz, name="healthz"),
+    path("readyz", views_health.readyz, name="readyz"),
+    path("metrics", views_health.metrics_view, name="metrics"),
 ]

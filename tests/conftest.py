@@ -7,4 +7,5 @@ pytest_plugins = [
     "tests.support.fake_llm",
     "tests.support.workers",
     "tests.support.browser",
+    "tests.support.throttle",
 ]

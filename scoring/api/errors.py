@@ -20,6 +20,13 @@ def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response
+    if isinstance(exc, RecursionError):
+        # Only input walks recurse (JSON parsing, session validation), so this is
+        # a body nested deeper than Python can follow: the caller's to fix.
+        logger.warning("request input nested too deeply in %s", context.get("view").__class__.__name__)
+        return Response(
+            {"detail": "the request body is nested too deeply to process"}, status=status.HTTP_400_BAD_REQUEST
+        )
     # Anything DRF does not map is our fault: log it whole, answer in JSON
     # without leaking internals.
     logger.exception("unhandled error in %s", context.get("view").__class__.__name__)

@@ -14,6 +14,7 @@ from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer
 from scoring.models import ScoringStatus, SessionScore
 from scoring.prompts import PROMPT_HASH
+from scoring.throttles import ScoreRequestThrottle
 
 
 class ScoreRequestSerializer(serializers.Serializer):
@@ -24,6 +25,14 @@ class ScoreRequestSerializer(serializers.Serializer):
 
 class ScoreSerializer(serializers.ModelSerializer):
     session_id = serializers.UUIDField(read_only=True)
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text=(
+            "Instruction-like text found in the session's data (a possible prompt injection), "
+            "one short description each, with where it was found. Empty when none was found."
+        ),
+    )
     current_prompt_used = serializers.SerializerMethodField(
         help_text="Whether the score was made with the judge prompts this service uses now."
     )
@@ -48,6 +57,7 @@ class ScoreSerializer(serializers.ModelSerializer):
             "input_tokens",
             "output_tokens",
             "cost_usd",
+            "warnings",
         ]
         read_only_fields = fields
 
@@ -85,6 +95,10 @@ def _parse_session_id(raw: str) -> uuid.UUID:
 class SessionScoreViewSet(viewsets.ViewSet):
     """Request and read the judge's score of one TARSy session."""
 
+    def get_throttles(self):
+        # Only requesting a scoring is limited: reading scores costs no judge call.
+        return [ScoreRequestThrottle()] if self.action == "create" else []
+
     @extend_schema(
         summary="Get the session's score",
         description="The newest scoring of the session, whatever its status.",
@@ -114,6 +128,10 @@ class SessionScoreViewSet(viewsets.ViewSet):
             202: OpenApiResponse(ScoreAcceptedSerializer, description="Scoring queued or under way."),
             400: OpenApiResponse(DetailErrorSerializer, description="Session not finished, or a bad body."),
             409: OpenApiResponse(ConflictSerializer, description="force_rescore while scoring is active."),
+            429: OpenApiResponse(
+                DetailErrorSerializer,
+                description="Too many scoring requests from this user; retry after `Retry-After` seconds.",
+            ),
             **_ERRORS,
         },
         examples=[OpenApiExample("Force a re-score", value={"force_rescore": True}, request_only=True)],

@@ -1,0 +1,441 @@
+"""Runs the production topology on this machine, on loopback, for tests and benchmarks.
+
+Started by ``bin/topology`` (which sets up .venv and the server binaries first):
+a throwaway PostgreSQL, a Redis, N daphne web processes on consecutive ports
+and M judge worker clusters, all sharing DATABASE_URL and REDIS_URL as
+separate hosts would; optionally a fake judge LLM. It migrates, waits until
+every process answers, prints the URLs and the environment (and writes them to
+``--env-file``), then stays in the foreground. Ctrl-C or SIGTERM stops
+everything it started. Logs are kept in ``<run dir>/logs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+START_TIMEOUT_S = 60
+WEB_STOP_TIMEOUT_S = 15
+# A worker cluster gives its jobs 20 s to record "worker shut down" (scoring/worker.py).
+WORKER_STOP_TIMEOUT_S = 40
+DEFAULT_FAKE_REPLY = "The investigation followed the evidence.\n\n70"
+
+
+class Stop(Exception):
+    """SIGINT or SIGTERM arrived."""
+
+
+def log(message: str) -> None:
+    print(f"==> {message}", file=sys.stderr, flush=True)
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def web_ports(first: int, count: int) -> list[int]:
+    """``count`` consecutive free ports from ``first`` (0: wherever they are free)."""
+    if first:
+        ports = list(range(first, first + count))
+        busy = [port for port in ports if not port_is_free(port)]
+        if busy:
+            raise SystemExit(f"error: ports {busy} are in use; choose another --port (0 picks free ones)")
+        return ports
+    for _ in range(50):
+        start = free_port()
+        ports = list(range(start, start + count))
+        if all(port_is_free(port) for port in ports):
+            return ports
+    raise SystemExit("error: found no free range of ports for the web processes")
+
+
+def wait_until(
+    predicate, what: str, process: subprocess.Popen | None = None, log_file: Path | None = None
+) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not predicate():
+        if process is not None and process.poll() is not None:
+            raise SystemExit(f"error: {what}: the process exited ({process.returncode}); see {log_file}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: {what}: not within {START_TIMEOUT_S} s; see {log_file}")
+        time.sleep(0.1)
+
+
+def accepts_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def answers_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# --- PostgreSQL ---------------------------------------------------------------------------------
+
+
+def pg_bin_dir() -> Path:
+    if shutil.which("pg_ctl") and shutil.which("initdb"):
+        return Path(shutil.which("pg_ctl")).resolve().parent
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda path: int(path.split("/")[4]))
+    if not found:
+        raise SystemExit("error: PostgreSQL server binaries (initdb, pg_ctl) not found")
+    return Path(found[-1]).parent
+
+
+class Postgres:
+    """A throwaway cluster; as root, owned and run by the postgres system user (initdb refuses root)."""
+
+    def __init__(self, run_dir: Path, logs: Path):
+        self.bin = pg_bin_dir()
+        self.as_root = os.geteuid() == 0
+        self.root = run_dir / "pg"
+        self.root.mkdir()
+        self.elsewhere: Path | None = None
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+            if self._run("test", "-w", str(self.root), check=False).returncode != 0:
+                # A parent of the run folder is closed to other users.
+                self.root.rmdir()
+                self.elsewhere = Path(tempfile.mkdtemp(prefix="tarsy-topology-pg-"))
+                shutil.chown(self.elsewhere, "postgres")
+                self.root = self.elsewhere
+        self.data = self.root / "data"
+        # Written by the server, so in a folder its user can write; copied to the logs at stop.
+        self.server_log = self.root / "server.log"
+        self.kept_log = logs / "postgres.log"
+        self.port = free_port()
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/tarsy_scoring"
+        self.pid: int | None = None
+
+    def _run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        command = [str(self.bin / program) if (self.bin / program).exists() else program, *args]
+        if self.as_root:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            server_log = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
+            raise SystemExit(
+                f"error: {program} failed ({done.returncode}):\n{done.stdout}{done.stderr}{server_log}"
+            )
+        return done
+
+    def start(self) -> None:
+        data, port = str(self.data), str(self.port)
+        self._run(
+            "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
+        )
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = ''\n"
+                "max_connections = 300\n"
+            )
+        self._run("pg_ctl", "-D", data, "-l", str(self.server_log), "-w", "-t", "60", "start")
+        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        self._run("createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "tarsy_scoring")
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
+        if self.server_log.exists():
+            shutil.copyfile(self.server_log, self.kept_log)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# --- The topology -------------------------------------------------------------------------------
+
+
+class Topology:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.run_dir = Path(args.run_dir).resolve()
+        self.logs = self.run_dir / "logs"
+        self.env_file = Path(args.env_file).resolve() if args.env_file else None
+        self.postgres: Postgres | None = None
+        # (name, process, stop timeout, whole process group?) in start order.
+        self.children: list[tuple[str, subprocess.Popen, float, bool]] = []
+        self.service_env: dict[str, str] = {}
+
+    def prepare_run_dir(self) -> None:
+        pid_file = self.run_dir / "topology.pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            if pid != os.getpid() and Path(f"/proc/{pid}").exists():
+                raise SystemExit(f"error: another bin/topology (pid {pid}) uses {self.run_dir}")
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.logs.mkdir(parents=True)
+        (self.run_dir / "metrics").mkdir()
+        pid_file.write_text(str(os.getpid()))
+
+    def spawn(
+        self, name: str, command: list[str], env: dict[str, str], stop_timeout_s: float, group: bool = False
+    ) -> tuple[subprocess.Popen, Path]:
+        log_file = self.logs / f"{name}.log"
+        with log_file.open("wb") as out:
+            # Each child in its own session: Ctrl-C in the terminal reaches only this
+            # script, which stops the children in order.
+            process = subprocess.Popen(
+                command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.children.append((name, process, stop_timeout_s, group))
+        return process, log_file
+
+    def start(self) -> None:
+        args = self.args
+        self.prepare_run_dir()
+        ports = web_ports(args.port, args.web)
+        env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
+
+        self.postgres = Postgres(self.run_dir, self.logs)
+        log(f"starting PostgreSQL on 127.0.0.1:{self.postgres.port}")
+        self.postgres.start()
+        self.service_env["DATABASE_URL"] = self.postgres.url
+
+        if not args.no_redis:
+            port = free_port()
+            log(f"starting Redis on 127.0.0.1:{port}")
+            redis, log_file = self.spawn(
+                "redis",
+                [
+                    "redis-server",
+                    "--bind",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ],
+                env,
+                10,
+            )
+            wait_until(lambda: accepts_connections(port), "Redis", redis, log_file)
+            self.service_env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+
+        if args.fake_llm:
+            port = free_port()
+            log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {args.fake_llm_delay:g} s)")
+            command = [
+                sys.executable,
+                "-m",
+                "tests.support.fake_llm",
+                "--port",
+                str(port),
+                "--reply",
+                args.fake_llm_reply,
+                "--delay",
+                str(args.fake_llm_delay),
+            ]
+            fake, log_file = self.spawn("fake-llm", command, env, 5)
+            wait_until(lambda: accepts_connections(port), "the fake judge LLM", fake, log_file)
+            self.service_env.update(
+                SCORING_LLM_MODEL="openai/fake-judge",
+                SCORING_LLM_API_BASE=f"http://127.0.0.1:{port}/v1",
+                SCORING_LLM_API_KEY="unused",
+            )
+
+        self.service_env["PROMETHEUS_MULTIPROC_DIR"] = str(self.run_dir / "metrics")
+        env.update(self.service_env, PYTHONUNBUFFERED="1")
+        log("migrating the database")
+        with (self.logs / "migrate.log").open("wb") as out:
+            migrate = [sys.executable, "manage.py", "migrate", "--noinput"]
+            migrated = subprocess.run(
+                migrate, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+            )
+        if migrated.returncode != 0:
+            raise SystemExit(f"error: migrate failed; see {self.logs / 'migrate.log'}")
+
+        for index in range(1, args.workers + 1):
+            log(f"starting worker cluster {index}")
+            worker, log_file = self.spawn(
+                f"worker-{index}",
+                [sys.executable, "manage.py", "scoring_worker"],
+                env,
+                WORKER_STOP_TIMEOUT_S,
+                True,
+            )
+            wait_until(
+                lambda: "ready for work at" in log_file.read_text(errors="replace"),
+                f"worker cluster {index}",
+                worker,
+                log_file,
+            )
+
+        self.web_urls = []
+        for index, port in enumerate(ports, start=1):
+            log(f"starting web {index} on 127.0.0.1:{port}")
+            command = [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "tarsy_scoring.asgi:application",
+            ]
+            web, log_file = self.spawn(f"web-{index}", command, env, WEB_STOP_TIMEOUT_S)
+            url = f"http://127.0.0.1:{port}"
+            wait_until(lambda: answers_ok(f"{url}/healthz"), f"web {index}", web, log_file)
+            self.web_urls.append(url)
+
+    def announce(self) -> None:
+        facts = {
+            "TOPOLOGY_WEB_URLS": " ".join(self.web_urls),
+            **self.service_env,
+            "TOPOLOGY_RUN_DIR": str(self.run_dir),
+            "TOPOLOGY_PID": str(os.getpid()),
+            "TOPOLOGY_POSTGRES_PID": str(self.postgres.pid),
+        }
+        lines = [f"{key}={shlex.quote(value)}" for key, value in facts.items()]
+        if self.env_file:
+            partial = self.env_file.with_name(self.env_file.name + ".partial")
+            partial.write_text("\n".join(lines) + "\n")
+            partial.replace(self.env_file)  # appears whole: a script may wait for the file
+        print("\ntarsy-scoring topology is up:")
+        for index, url in enumerate(self.web_urls, start=1):
+            print(f"  web {index}:  {url}/   ({url}/readyz, {url}/metrics)")
+        print(f"  workers: {self.args.workers} clusters; logs in {self.logs}")
+        print("Environment (to run manage.py or another process against it):")
+        for line in lines:
+            print(f"  {line}")
+        print("Press Ctrl-C to stop.\n", flush=True)
+
+    def watch(self) -> int:
+        """Wait for a signal (exit 0) or a child that dies (exit 1)."""
+        while True:
+            for name, process, _, _ in self.children:
+                if process.poll() is not None:
+                    log(f"{name} exited ({process.returncode}); stopping everything")
+                    return 1
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        if self.env_file:
+            self.env_file.unlink(missing_ok=True)
+        # Reverse start order: web first (no new requests), then the workers (their jobs
+        # end failed, cleanly), then the servers they used.
+        for name, process, timeout_s, group in reversed(self.children):
+            self._stop_child(name, process, timeout_s, group)
+        if self.postgres is not None:
+            self.postgres.stop()
+        (self.run_dir / "topology.pid").unlink(missing_ok=True)
+
+    @staticmethod
+    def _stop_child(name: str, process: subprocess.Popen, timeout_s: float, group: bool) -> None:
+        def send(signum: int) -> None:
+            try:
+                os.killpg(process.pid, signum) if group else process.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+        if process.poll() is None:
+            send(signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                log(f"{name} did not stop within {timeout_s:g} s; killing it")
+        # Whatever is left of the child's session (a worker's pool, a stuck process).
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        process.wait()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bin/topology", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--web", type=int, default=2, help="web processes (daphne), default 2")
+    parser.add_argument("--workers", type=int, default=2, help="judge worker clusters, default 2")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port of web 1; the others follow (default 8000; 0 picks free ones)",
+    )
+    parser.add_argument(
+        "--no-redis",
+        action="store_true",
+        help="no Redis: the job queue in PostgreSQL, an in-memory channel layer per web process",
+    )
+    parser.add_argument(
+        "--fake-llm", action="store_true", help="run the fake judge LLM and point the workers at it"
+    )
+    parser.add_argument(
+        "--fake-llm-reply",
+        default=DEFAULT_FAKE_REPLY,
+        help="the fake judge's every reply (its last line is the score)",
+    )
+    parser.add_argument(
+        "--fake-llm-delay", type=float, default=0.0, help="seconds the fake judge takes per reply"
+    )
+    parser.add_argument(
+        "--run-dir",
+        default=str(REPO / "var" / "topology"),
+        help="folder for data and logs, emptied at start (default var/topology)",
+    )
+    parser.add_argument("--env-file", help="write the URLs and environment here once everything answers")
+    args = parser.parse_args(argv)
+    if args.web < 1 or args.workers < 0:
+        parser.error("--web must be at least 1 and --workers at least 0")
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    topology = Topology(args)
+
+    def on_signal(signum, frame):
+        raise Stop(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    code = 1
+    try:
+        topology.start()
+        topology.announce()
+        code = topology.watch()
+    except Stop as stop:
+        log(f"{stop}: stopping")
+        code = 0
+    finally:
+        # A second signal must not cut the clean-up short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        topology.stop()
+        log("stopped")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

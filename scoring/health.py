@@ -1,0 +1,172 @@
+"""Readiness checks and the worker clusters' heartbeats.
+
+``readiness()`` runs every check at once, each in its own thread and bounded
+by ``READINESS_CHECK_TIMEOUT_S``, and returns whether all passed plus a detail
+per check. The details name dependencies and their state, never data.
+
+Each worker cluster calls ``record_worker_heartbeat`` from its main loop;
+the ``worker`` check passes when some cluster did so within
+``WORKER_HEARTBEAT_MAX_AGE_S``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection, connections
+
+from scoring.models import WorkerHeartbeat
+
+logger = logging.getLogger(__name__)
+
+# Heartbeats of clusters not seen for this long are deleted.
+HEARTBEAT_RETENTION_S = 3600
+
+
+class CheckFailed(Exception):
+    """A check that ran and found its dependency unusable; str() says why."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    ok: bool
+    detail: str
+
+    def as_json(self) -> dict:
+        return {"status": "ok" if self.ok else "failed", "detail": self.detail}
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+# --- The checks: each returns a detail string or raises -------------------------------------
+
+
+def check_database() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    return f"{connection.vendor} answers"
+
+
+def _ping_redis(url: str) -> None:
+    import redis
+
+    timeout = settings.READINESS_CHECK_TIMEOUT_S
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise CheckFailed(f"Redis does not answer: {exc}") from exc
+    finally:
+        client.close()
+
+
+def check_broker() -> str:
+    """The django-q2 broker: Redis when configured, else its table in the database."""
+    redis_url = settings.Q_CLUSTER.get("redis")
+    if redis_url:
+        _ping_redis(redis_url)
+        return "Redis answers"
+    from django_q.models import OrmQ
+
+    OrmQ.objects.exists()
+    return "database queue table answers"
+
+
+def check_channel_layer() -> str:
+    layer = settings.CHANNEL_LAYERS["default"]
+    if layer["BACKEND"] == "channels.layers.InMemoryChannelLayer":
+        return "in-memory (this process only)"
+    host = layer["CONFIG"]["hosts"][0]  # a URL, or channels-redis's dict form with "address"
+    _ping_redis(host["address"] if isinstance(host, dict) else host)
+    return "Redis answers"
+
+
+def check_worker() -> str:
+    max_age_s = settings.WORKER_HEARTBEAT_MAX_AGE_S
+    if max_age_s <= 0:
+        return "not checked (WORKER_HEARTBEAT_MAX_AGE_S=0)"
+    now_us = _now_us()
+    alive = WorkerHeartbeat.objects.filter(last_seen_us__gte=now_us - int(max_age_s * 1_000_000)).count()
+    if alive:
+        return f"{alive} worker cluster{'s' if alive != 1 else ''} reported within {max_age_s:g} s"
+    latest = WorkerHeartbeat.objects.order_by("-last_seen_us").first()
+    if latest is None:
+        raise CheckFailed("no worker cluster has ever reported: start one with `manage.py scoring_worker`")
+    age_s = (now_us - latest.last_seen_us) / 1_000_000
+    raise CheckFailed(f"no worker cluster reported within {max_age_s:g} s; last: {latest}, {age_s:.0f} s ago")
+
+
+CHECKS: dict[str, Callable[[], str]] = {
+    "database": check_database,
+    "broker": check_broker,
+    "channel_layer": check_channel_layer,
+    "worker": check_worker,
+}
+
+
+# --- Running them ------------------------------------------------------------------------------
+
+
+def _run_check(check: Callable[[], str]) -> CheckResult:
+    try:
+        return CheckResult(True, check())
+    except Exception as exc:  # any failure of a dependency is the answer, not an error
+        return CheckResult(
+            False, str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}"
+        )
+    finally:
+        # The check ran in a pool thread: its database connection goes with it.
+        connections.close_all()
+
+
+def readiness(checks: dict[str, Callable[[], str]] = CHECKS) -> tuple[bool, dict[str, dict]]:
+    """Run ``checks`` concurrently; return (all passed, {name: {"status", "detail"}})."""
+    timeout_s = settings.READINESS_CHECK_TIMEOUT_S
+    # Not a context manager: its exit would wait for a check that hangs.
+    pool = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="readiness")
+    futures = {name: pool.submit(_run_check, check) for name, check in checks.items()}
+    wait(futures.values(), timeout=timeout_s)
+    pool.shutdown(wait=False)
+    results = {
+        name: future.result() if future.done() else CheckResult(False, f"no answer within {timeout_s:g} s")
+        for name, future in futures.items()
+    }
+    return all(result.ok for result in results.values()), {name: r.as_json() for name, r in results.items()}
+
+
+# --- Worker heartbeats ---------------------------------------------------------------------
+
+
+def record_worker_heartbeat(cluster_name: str, in_flight: int | None = None) -> bool:
+    """Say that this process's worker cluster is alive; prune clusters long gone.
+
+    Called by the cluster's main loop every few seconds. One row per
+    (host, pid), so every cluster process has its own whatever name it gives.
+    Returns False (and logs) when the database cannot be written: a missed
+    heartbeat must not stop the cluster.
+    """
+    # Like a request: drop a connection that broke (database restart, or a
+    # forked child that closed the socket it inherited) and reconnect.
+    close_old_connections()
+    now_us = _now_us()
+    try:
+        WorkerHeartbeat.objects.update_or_create(
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            defaults={"cluster_name": cluster_name, "last_seen_us": now_us, "in_flight": in_flight},
+        )
+        WorkerHeartbeat.objects.filter(last_seen_us__lt=now_us - HEARTBEAT_RETENTION_S * 1_000_000).delete()
+    except DatabaseError as exc:
+        logger.warning("could not record the worker heartbeat: %s", exc)
+        return False
+    return True

@@ -1,0 +1,99 @@
+"""Log records that carry their context: which scoring, which session.
+
+``log_context(score_id=..., session_id=...)`` sets fields for the code that
+runs inside it (a ``contextvars`` variable, so concurrent asyncio tasks and
+threads started with a copied context keep their own). ``ContextFilter``, on
+the handler, copies the fields onto every record, and both formatters print
+them:
+
+* ``PlainFormatter`` (the default, ``LOG_FORMAT=text``): the usual line, then
+  the context fields, ``[score_id=… session_id=…]``;
+* ``JsonFormatter`` (``LOG_FORMAT=json``): one JSON object per line, with
+  ``timestamp``, ``level``, ``logger``, ``message``, the context fields, the
+  ``extra=`` fields of the call, and ``exception`` when there is one.
+
+This module is loaded by the logging configuration before Django's apps are
+ready: it must import nothing from Django.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+# Each log_context sets a new mapping; none is changed in place.
+_context: ContextVar[Mapping[str, object]] = ContextVar("log_context", default=MappingProxyType({}))
+
+# Attributes every LogRecord has; anything else on a record came from the
+# context or from ``extra=``.
+_RECORD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "context"}
+
+
+@contextmanager
+def log_context(**fields: object) -> Iterator[None]:
+    """Add ``fields`` to every log record made inside the block (nesting adds to them)."""
+    token = _context.set(
+        {**_context.get(), **{key: value for key, value in fields.items() if value is not None}}
+    )
+    try:
+        yield
+    finally:
+        _context.reset(token)
+
+
+def current_context() -> dict[str, object]:
+    return dict(_context.get())
+
+
+class ContextFilter(logging.Filter):
+    """Copies the current ``log_context`` fields onto each record (``record.context``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.context = current_context()
+        return True
+
+
+def _fields(record: logging.LogRecord) -> dict[str, object]:
+    """The context fields, then the ``extra=`` fields of the call."""
+    fields = dict(getattr(record, "context", {}))
+    fields.update({key: value for key, value in record.__dict__.items() if key not in _RECORD_ATTRIBUTES})
+    return fields
+
+
+class PlainFormatter(logging.Formatter):
+    """``2026-01-01 10:00:00,000 INFO scoring.llm message [score_id=… session_id=…]``."""
+
+    def __init__(self, fmt: str = "%(asctime)s %(levelname)s %(name)s %(message)s", **kwargs):
+        super().__init__(fmt, **kwargs)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        line = super().formatMessage(record)
+        fields = getattr(record, "context", {})
+        if fields:
+            line += " [" + " ".join(f"{key}={value}" for key, value in fields.items()) + "]"
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "timestamp": datetime.fromtimestamp(record.created, tz=UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in _fields(record).items():
+            entry.setdefault(key, value)  # a field named like a key above does not replace it
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        # default=str: a UUID, a Decimal or a datetime in the context is written as text.
+        return json.dumps(entry, default=str, ensure_ascii=False)

@@ -1,0 +1,161 @@
+"""bin/topology: two web processes and two worker clusters on PostgreSQL and Redis, end to end."""
+
+import asyncio
+import json
+import shlex
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.api import session_document
+from tests.support.servers import REPO_DIR, EventClient
+from tests.support.workers import wait_for
+
+pytestmark = pytest.mark.processes
+
+# bin/topology may first install .venv's lock file and start PostgreSQL.
+START_TIMEOUT_S = 240
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    return dict(shlex.split(line)[0].split("=", 1) for line in path.read_text().splitlines() if line)
+
+
+def http(method: str, url: str, body: dict | None = None, user: str = "alice") -> tuple[int, dict | str]:
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"X-Forwarded-User": user, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, raw = error.code, error.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode()
+
+
+def is_ready(web_url: str) -> bool:
+    try:
+        return http("GET", f"{web_url}/readyz")[0] == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def topology(tmp_path):
+    """A running ``bin/topology --web 2 --workers 2 --fake-llm``: (process, its env file's values)."""
+    env_file = tmp_path / "topology.env"
+    log = tmp_path / "topology.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                str(REPO_DIR / "bin" / "topology"),
+                "--web",
+                "2",
+                "--workers",
+                "2",
+                "--port",
+                "0",
+                "--fake-llm",
+                "--fake-llm-delay",
+                "0.2",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--env-file",
+                str(env_file),
+            ],
+            cwd=REPO_DIR,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for(
+            lambda: env_file.exists() or process.poll() is not None, START_TIMEOUT_S, what="bin/topology"
+        )
+        assert process.poll() is None, log.read_text()
+        yield process, read_env_file(env_file)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=120)
+
+
+def test_scoring_through_one_web_process_is_seen_through_the_other_then_all_stops(topology):
+    process, env = topology
+    started = psutil.Process(process.pid).children(recursive=True)
+    started.append(psutil.Process(int(env["TOPOLOGY_POSTGRES_PID"])))
+    assert {"redis-server", "postgres"} <= {child.name() for child in started}
+    web1, web2 = env["TOPOLOGY_WEB_URLS"].split()
+    for url in (web1, web2):
+        try:
+            wait_for(lambda url=url: is_ready(url), 60, interval_s=0.5, what=f"{url}/readyz")
+        except AssertionError as timeout:
+            raise AssertionError(f"{timeout}; it answers {http('GET', f'{url}/readyz')}") from None
+    session_id = str(uuid.uuid4())
+    assert http("POST", f"{web1}/api/v1/sessions/", session_document(session_id))[0] == 201
+
+    async def score_and_follow() -> tuple[dict, list[dict]]:
+        ws_url = web2.replace("http://", "ws://") + "/api/v1/ws"
+        async with EventClient.connect(ws_url) as client:
+            await client.subscribe(f"session:{session_id}")
+            status, created = await asyncio.to_thread(
+                http, "POST", f"{web1}/api/v1/scoring/sessions/{session_id}/score", {}
+            )
+            assert status == 202, created
+            return created, await client.wait_for_events(4, timeout_s=60)
+
+    created, received = asyncio.run(score_and_follow())
+
+    assert [event["type"] for event in received] == [
+        "scoring.started",
+        "scoring.progress",
+        "scoring.progress",
+        "scoring.completed",
+    ]
+    assert {event["score_id"] for event in received} == {created["score_id"]}
+    assert received[-1]["total_score"] == 70
+    status, score = http("GET", f"{web2}/api/v1/scoring/sessions/{session_id}/score")
+    assert status == 200
+    assert (score["score_id"], score["status"], score["total_score"]) == (
+        created["score_id"],
+        "completed",
+        70,
+    )
+    assert score["score_triggered_by"] == "alice"
+
+    # Web 2 reports the scoring from the database, and web 1's request from the shared metrics folder.
+    with urllib.request.urlopen(f"{web2}/metrics", timeout=30) as response:
+        samples = {
+            (sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(response.read().decode())
+            for sample in family.samples
+        }
+    assert samples[("tarsy_scoring_scorings_completed_total", frozenset())] == 1
+    post = frozenset({"route": "session-score", "method": "POST", "status_class": "2xx"}.items())
+    assert samples[("tarsy_scoring_http_requests_total", post)] == 1
+    assert samples[("tarsy_scoring_worker_clusters_alive", frozenset())] == 2
+
+    # Ctrl-C or SIGTERM stops every process it started, and the database with them.
+    process.send_signal(signal.SIGTERM)
+
+    assert process.wait(timeout=120) == 0
+    deadline = time.monotonic() + 10  # reaping the last zombies is asynchronous
+    while (alive := [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.2)
+    assert alive == []
+    assert not Path(env["TOPOLOGY_RUN_DIR"], "pg").exists()
