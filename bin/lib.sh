@@ -22,7 +22,7 @@ apt_install() {
         DEBIAN_FRONTEND=noninteractive apt-get update -qq
         apt_updated=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 find_python311() {

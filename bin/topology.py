@@ -210,104 +210,76 @@ class Topology:
         return process, log_file
 
     def start(self) -> None:
-        args = self.args
         self.prepare_run_dir()
-        ports = web_ports(args.port, args.web)
+        ports = web_ports(self.args.port, self.args.web)
         env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
-
         self.postgres = Postgres(self.run_dir, self.logs)
         log(f"starting PostgreSQL on 127.0.0.1:{self.postgres.port}")
         self.postgres.start()
         self.service_env["DATABASE_URL"] = self.postgres.url
-
-        if not args.no_redis:
-            port = free_port()
-            log(f"starting Redis on 127.0.0.1:{port}")
-            redis, log_file = self.spawn(
-                "redis",
-                [
-                    "redis-server",
-                    "--bind",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ],
-                env,
-                10,
-            )
-            wait_until(lambda: accepts_connections(port), "Redis", redis, log_file)
-            self.service_env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
-
-        if args.fake_llm:
-            port = free_port()
-            log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {args.fake_llm_delay:g} s)")
-            command = [
-                sys.executable,
-                "-m",
-                "tests.support.fake_llm",
-                "--port",
-                str(port),
-                "--reply",
-                args.fake_llm_reply,
-                "--delay",
-                str(args.fake_llm_delay),
-            ]
-            fake, log_file = self.spawn("fake-llm", command, env, 5)
-            wait_until(lambda: accepts_connections(port), "the fake judge LLM", fake, log_file)
-            self.service_env.update(
-                SCORING_LLM_MODEL="openai/fake-judge",
-                SCORING_LLM_API_BASE=f"http://127.0.0.1:{port}/v1",
-                SCORING_LLM_API_KEY="unused",
-            )
-
+        if not self.args.no_redis:
+            self.start_redis(env)
+        if self.args.fake_llm:
+            self.start_fake_llm(env)
         self.service_env["PROMETHEUS_MULTIPROC_DIR"] = str(self.run_dir / "metrics")
         env.update(self.service_env, PYTHONUNBUFFERED="1")
+        self.migrate(env)
+        for index in range(1, self.args.workers + 1):
+            self.start_worker(index, env)
+        self.web_urls = [self.start_web(index, port, env) for index, port in enumerate(ports, start=1)]
+
+    def start_redis(self, env: dict[str, str]) -> None:
+        port = free_port()
+        log(f"starting Redis on 127.0.0.1:{port}")
+        command = ["redis-server", *f"--bind 127.0.0.1 --port {port} --appendonly no".split(), "--save", ""]
+        redis, log_file = self.spawn("redis", command, env, 10)
+        wait_until(lambda: accepts_connections(port), "Redis", redis, log_file)
+        self.service_env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+
+    def start_fake_llm(self, env: dict[str, str]) -> None:
+        port = free_port()
+        log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {self.args.fake_llm_delay:g} s)")
+        command = [sys.executable, "-m", "tests.support.fake_llm", "--port", str(port)]
+        command += ["--reply", self.args.fake_llm_reply, "--delay", str(self.args.fake_llm_delay)]
+        fake, log_file = self.spawn("fake-llm", command, env, 5)
+        wait_until(lambda: accepts_connections(port), "the fake judge LLM", fake, log_file)
+        self.service_env.update(
+            SCORING_LLM_MODEL="openai/fake-judge",
+            SCORING_LLM_API_BASE=f"http://127.0.0.1:{port}/v1",
+            SCORING_LLM_API_KEY="unused",
+        )
+
+    def migrate(self, env: dict[str, str]) -> None:
         log("migrating the database")
-        with (self.logs / "migrate.log").open("wb") as out:
-            migrate = [sys.executable, "manage.py", "migrate", "--noinput"]
-            migrated = subprocess.run(
-                migrate, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
+        log_file = self.logs / "migrate.log"
+        with log_file.open("wb") as out:
+            command = [sys.executable, "manage.py", "migrate", "--noinput"]
+            done = subprocess.run(
+                command, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
             )
-        if migrated.returncode != 0:
-            raise SystemExit(f"error: migrate failed; see {self.logs / 'migrate.log'}")
+        if done.returncode != 0:
+            raise SystemExit(f"error: migrate failed; see {log_file}")
 
-        for index in range(1, args.workers + 1):
-            log(f"starting worker cluster {index}")
-            worker, log_file = self.spawn(
-                f"worker-{index}",
-                [sys.executable, "manage.py", "scoring_worker"],
-                env,
-                WORKER_STOP_TIMEOUT_S,
-                True,
-            )
-            wait_until(
-                lambda: "ready for work at" in log_file.read_text(errors="replace"),
-                f"worker cluster {index}",
-                worker,
-                log_file,
-            )
+    def start_worker(self, index: int, env: dict[str, str]) -> None:
+        log(f"starting worker cluster {index}")
+        command = [sys.executable, "manage.py", "scoring_worker"]
+        worker, log_file = self.spawn(f"worker-{index}", command, env, WORKER_STOP_TIMEOUT_S, group=True)
 
-        self.web_urls = []
-        for index, port in enumerate(ports, start=1):
-            log(f"starting web {index} on 127.0.0.1:{port}")
-            command = [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "tarsy_scoring.asgi:application",
-            ]
-            web, log_file = self.spawn(f"web-{index}", command, env, WEB_STOP_TIMEOUT_S)
-            url = f"http://127.0.0.1:{port}"
-            wait_until(lambda: answers_ok(f"{url}/healthz"), f"web {index}", web, log_file)
-            self.web_urls.append(url)
+        def is_ready() -> bool:
+            return "ready for work at" in log_file.read_text(errors="replace")
+
+        wait_until(is_ready, f"worker cluster {index}", worker, log_file)
+
+    def start_web(self, index: int, port: int, env: dict[str, str]) -> str:
+        log(f"starting web {index} on 127.0.0.1:{port}")
+        command = [
+            sys.executable,
+            *f"-m daphne -b 127.0.0.1 -p {port} tarsy_scoring.asgi:application".split(),
+        ]
+        web, log_file = self.spawn(f"web-{index}", command, env, WEB_STOP_TIMEOUT_S)
+        url = f"http://127.0.0.1:{port}"
+        wait_until(lambda: answers_ok(f"{url}/healthz"), f"web {index}", web, log_file)
+        return url
 
     def announce(self) -> None:
         facts = {

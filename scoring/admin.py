@@ -53,7 +53,9 @@ class CriteriaFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() in {"current", "obsolete"}:
-            return queryset.filter(selectors.criteria_q(obsolete=self.value() == "obsolete", field=self.hash_field))
+            return queryset.filter(
+                selectors.criteria_q(obsolete=self.value() == "obsolete", field=self.hash_field)
+            )
         return queryset
 
 
@@ -165,7 +167,9 @@ class AlertSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Alert data")
     def alert_data_view(self, session):
-        return format_html('<pre class="scoring-pre">{}</pre>', rendering.render_alert_data(session.alert_data))
+        return format_html(
+            '<pre class="scoring-pre">{}</pre>', rendering.render_alert_data(session.alert_data)
+        )
 
     @admin.display(description="Final analysis")
     def final_analysis_view(self, session):
@@ -174,8 +178,8 @@ class AlertSessionAdmin(admin.ModelAdmin):
     @admin.display(description="Investigation")
     def investigation_view(self, session):
         return format_html(
-            '<details><summary>The investigation as the judge reads it</summary><pre class="scoring-pre">{}</pre>'
-            "</details>",
+            "<details><summary>The investigation as the judge reads it</summary>"
+            '<pre class="scoring-pre">{}</pre></details>',
             rendering.render_investigation(session),
         )
 
@@ -233,7 +237,14 @@ class SessionScoreAdmin(admin.ModelAdmin):
         "short_id", "session_link", "status", "score", "criteria", "judge_model",
         "score_triggered_by", "scored", "reviews_summary",
     ]  # fmt: skip
-    list_filter = ["status", ScoreBandFilter, CriteriaFilter, "judge_model", "score_triggered_by", ReviewStateFilter]
+    list_filter = [
+        "status",
+        ScoreBandFilter,
+        CriteriaFilter,
+        "judge_model",
+        "score_triggered_by",
+        ReviewStateFilter,
+    ]
     search_fields = ["score_id"]
     search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
     list_per_page = 50
@@ -262,7 +273,9 @@ class SessionScoreAdmin(admin.ModelAdmin):
         try:
             key = uuid.UUID(term)
         except ValueError:
-            return queryset.filter(Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)), False
+            return queryset.filter(
+                Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)
+            ), False
         return queryset.filter(Q(score_id=key) | Q(session_id=key)), False
 
     def has_add_permission(self, request):
@@ -276,7 +289,9 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)
-        return [path("<uuid:score_id>/review/", review, name="scoring_sessionscore_review")] + super().get_urls()
+        return [
+            path("<uuid:score_id>/review/", review, name="scoring_sessionscore_review")
+        ] + super().get_urls()
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {
@@ -302,7 +317,9 @@ class SessionScoreAdmin(admin.ModelAdmin):
             self.message_user(request, f"Review not recorded: {errors}", messages.ERROR)
             return back
         try:
-            review = services.record_review(score_id=score.score_id, reviewer=request.user, **form.cleaned_data)
+            review = services.record_review(
+                score_id=score.score_id, reviewer=request.user, **form.cleaned_data
+            )
         except services.ReviewRejected as exc:
             self.message_user(request, f"Review not recorded: {exc}", messages.ERROR)
             return back

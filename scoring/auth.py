@@ -11,7 +11,10 @@ import ipaddress
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from django.middleware.csrf import CsrfViewMiddleware
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.permissions import SAFE_METHODS
 
 PROXY_USER_HEADERS = ("HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL")
 
@@ -37,6 +40,20 @@ def proxy_username(meta: dict) -> str | None:
     return None
 
 
+def _enforce_csrf(request) -> None:
+    # Like DRF's SessionAuthentication: the middleware's verdict, without its HTML page.
+    check = _CsrfCheck(lambda _: None)
+    check.process_request(request._request)
+    reason = check.process_view(request._request, None, (), {})
+    if reason:
+        raise PermissionDenied(f"CSRF failed: {reason}. Send the body as application/json, or the CSRF token.")
+
+
+class _CsrfCheck(CsrfViewMiddleware):
+    def _reject(self, request, reason):
+        return reason
+
+
 def proxy_user(username: str):
     """The Django user for a proxy-authenticated name, created on first sight."""
     user, created = get_user_model().objects.get_or_create(username=username)
@@ -47,12 +64,21 @@ def proxy_user(username: str):
 
 
 class TrustedProxyAuthentication(BaseAuthentication):
-    """DRF authentication from oauth2-proxy headers sent by a trusted address."""
+    """DRF authentication from oauth2-proxy headers sent by a trusted address.
+
+    oauth2-proxy authenticates browsers by cookie, so a page on another site
+    could make a browser send a form POST through the proxy. Such cross-site
+    "simple" requests cannot carry a JSON body type without a CORS preflight
+    (which this service never grants), so an unsafe request must either send
+    ``Content-Type: application/json`` or pass Django's CSRF check.
+    """
 
     def authenticate(self, request):
         username = proxy_username(request.META)
         if username is None:
             return None
+        if request.method not in SAFE_METHODS and request.content_type.split(";")[0].strip() != "application/json":
+            _enforce_csrf(request)
         return proxy_user(username), None
 
     def authenticate_header(self, request):
@@ -73,3 +99,25 @@ class TrustedProxyAuthenticationScheme(OpenApiAuthenticationExtension):
             "name": "X-Forwarded-User",
             "description": "Set by oauth2-proxy; honoured only from TRUSTED_PROXY_IPS (X-Forwarded-Email also works).",
         }
+
+
+class TrustedProxyUserMiddleware:
+    """Make the oauth2-proxy user the request's user on the pages and the admin.
+
+    Goes after AuthenticationMiddleware; a logged-in Django session wins.
+    A proxy header never carries staff rights: a name that matches a staff
+    account is ignored here, so the admin always needs that account's own login
+    (otherwise anyone the proxy knows as "admin" would be the admin).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not request.user.is_authenticated:
+            username = proxy_username(request.META)
+            if username is not None:
+                user = proxy_user(username)
+                if not (user.is_staff or user.is_superuser):
+                    request.user = user
+        return self.get_response(request)

@@ -20,6 +20,8 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
+from scoring import metrics
+
 logger = logging.getLogger("scoring.llm")
 
 LOG_TEXT_LIMIT = 1000  # spec: requests and replies are logged truncated to 1000 characters
@@ -304,7 +306,10 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
             num_retries=0,  # litellm's retries
         )
     except openai.OpenAIError as exc:  # every litellm exception derives from it
-        raise _AttemptFailed(_classify(exc)) from exc
+        failure = _classify(exc)
+        metrics.observe_llm_call(time.monotonic() - started, failure.kind)
+        raise _AttemptFailed(failure) from exc
+    metrics.observe_llm_call(time.monotonic() - started, "ok")
     content, input_tokens, output_tokens = _read_response(response)
     logger.info(
         "judge LLM %s answered in %.1f s (attempt %d; %s input / %s output tokens)",

@@ -228,7 +228,9 @@ class ScoreReview(models.Model):
 
     score = models.ForeignKey(SessionScore, on_delete=models.CASCADE, related_name="reviews")
     # PROTECT: who said it is part of the record.
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="score_reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="score_reviews"
+    )
     verdict = models.CharField(max_length=16, choices=ReviewVerdict.choices)
     reviewer_score = models.IntegerField(help_text="The score (0-100) the reviewer would give.")
     note = models.TextField(blank=True, default="")

@@ -278,7 +278,11 @@ def score_history(session_id) -> QuerySet[SessionScore]:
 
 
 # Review states of a score, for filters.
-REVIEW_STATES = {"unreviewed": "Not reviewed", "agreed": "A reviewer agreed", "disagreed": "A reviewer disagreed"}
+REVIEW_STATES = {
+    "unreviewed": "Not reviewed",
+    "agreed": "A reviewer agreed",
+    "disagreed": "A reviewer disagreed",
+}
 
 
 def review_state_q(state: str) -> Q:
@@ -306,4 +310,6 @@ def with_review_counts(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]
         reviews = ScoreReview.objects.filter(score=OuterRef("pk"), verdict=verdict).order_by()
         return Coalesce(Subquery(reviews.values("score").annotate(n=Count("pk")).values("n")[:1]), 0)
 
-    return scores.annotate(agree_count=count(ReviewVerdict.AGREE), disagree_count=count(ReviewVerdict.DISAGREE))
+    return scores.annotate(
+        agree_count=count(ReviewVerdict.AGREE), disagree_count=count(ReviewVerdict.DISAGREE)
+    )

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
 
 from scoring import conversation, events, ingest, llm, selectors
+from scoring.logs import log_context
 from scoring.models import (
     AlertSession,
     ReviewVerdict,
@@ -165,10 +166,16 @@ def score_run(score_id) -> SessionScore | None:
     was already failed); that run does nothing, so a job delivered twice costs
     no second judge conversation.
     """
-    score = _claim(score_id)
-    if score is None:
-        logger.info("score %s is not pending; nothing to do", score_id)
-        return None
+    with log_context(score_id=str(score_id)):
+        score = _claim(score_id)
+        if score is None:
+            logger.info("score %s is not pending; nothing to do", score_id)
+            return None
+        with log_context(session_id=str(score.session_id)):
+            return _judge(score)
+
+
+def _judge(score: SessionScore) -> SessionScore | None:
     deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
     try:
         session = AlertSession.objects.get(pk=score.session_id)
@@ -176,11 +183,11 @@ def score_run(score_id) -> SessionScore | None:
             session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
         )
     except llm.JudgeLLMError as exc:
-        return fail_scoring(score_id, str(exc))
+        return fail_scoring(score.score_id, str(exc))
     except Exception as exc:
-        logger.exception("judge job for score %s failed unexpectedly", score_id)
-        return fail_scoring(score_id, f"unexpected error: {type(exc).__name__}: {exc}")
-    return _complete(score_id, result)
+        logger.exception("judge job for score %s failed unexpectedly", score.score_id)
+        return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
+    return _complete(score.score_id, result)
 
 
 def _claim(score_id) -> SessionScore | None:
@@ -326,8 +333,11 @@ def record_review(*, score_id, reviewer, verdict: str, reviewer_score, note: str
     """
     if verdict not in ReviewVerdict.values:
         raise ReviewRejected(f"verdict must be one of {', '.join(ReviewVerdict.values)}, not {verdict!r}")
-    if isinstance(reviewer_score, bool) or not isinstance(reviewer_score, int) or not 0 <= reviewer_score <= 100:
-        raise ReviewRejected(f"the reviewer's score must be a whole number from 0 to 100, not {reviewer_score!r}")
+    is_whole_number = isinstance(reviewer_score, int) and not isinstance(reviewer_score, bool)
+    if not is_whole_number or not 0 <= reviewer_score <= 100:
+        raise ReviewRejected(
+            f"the reviewer's score must be a whole number from 0 to 100, not {reviewer_score!r}"
+        )
     if reviewer is None or not reviewer.is_authenticated:
         raise ReviewRejected("a review needs a signed-in reviewer")
     score = SessionScore.objects.only("score_id", "status").filter(pk=score_id).first()

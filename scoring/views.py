@@ -42,7 +42,9 @@ class SessionListFilters(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["alert_type"].choices = [("", "Any alert type")] + [(t, t) for t in selectors.alert_types()]
+        self.fields["alert_type"].choices = [("", "Any alert type")] + [
+            (t, t) for t in selectors.alert_types()
+        ]
 
     def selection(self) -> dict:
         """Keyword arguments for ``selectors.dashboard_sessions``."""
@@ -68,7 +70,9 @@ def _live_context() -> dict:
 @login_required
 def session_list(request):
     filters = SessionListFilters(request.GET)
-    page = Paginator(selectors.dashboard_sessions(**filters.selection()), PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(selectors.dashboard_sessions(**filters.selection()), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
     query = request.GET.copy()
     query.pop("page", None)
     return render(

@@ -12,15 +12,21 @@ of the cluster, lets the judge jobs record "worker shut down" on their scores
 import logging
 import signal
 import threading
+import time
 
 import psutil
+from django.conf import settings
 from django_q.cluster import Cluster
+
+from scoring import health
 
 logger = logging.getLogger(__name__)
 
 # How long stopping jobs get to record their failure before they are killed.
 STOP_GRACE_S = 20
 SENTINEL_CHECK_INTERVAL_S = 1.0
+# /readyz wants a heartbeat within WORKER_HEARTBEAT_MAX_AGE_S (60 s by default).
+HEARTBEAT_INTERVAL_S = 10.0
 
 
 def run_cluster() -> None:
@@ -30,10 +36,14 @@ def run_cluster() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop_requested.set())
     cluster.start()
+    last_heartbeat = 0.0
     while not stop_requested.wait(SENTINEL_CHECK_INTERVAL_S):
         if not cluster.sentinel.is_alive():
             logger.error("the worker cluster's sentinel died; stopping")
             break
+        if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL_S:
+            health.record_worker_heartbeat(settings.Q_CLUSTER["name"])
+            last_heartbeat = time.monotonic()
     stop_cluster_processes()
 
 

@@ -99,7 +99,9 @@ def run_action(client, action: str, sessions) -> str:
     return response.content.decode()
 
 
-def test_score_selected_reports_what_happened_to_each(admin_client, sessions, django_capture_on_commit_callbacks):
+def test_score_selected_reports_what_happened_to_each(
+    admin_client, sessions, django_capture_on_commit_callbacks
+):
     chosen = [sessions[name] for name in ("unscored", "good", "scoring", "running")]
     with django_capture_on_commit_callbacks():
         page = run_action(admin_client, "score_selected", chosen)
@@ -111,7 +113,9 @@ def test_score_selected_reports_what_happened_to_each(admin_client, sessions, dj
     assert (new.status, new.score_triggered_by) == ("pending", "admin")
 
 
-def test_force_rescore_selected_queues_finished_sessions_again(admin_client, sessions, django_capture_on_commit_callbacks):
+def test_force_rescore_selected_queues_finished_sessions_again(
+    admin_client, sessions, django_capture_on_commit_callbacks
+):
     chosen = [sessions[name] for name in ("good", "rescored", "scoring")]
     with django_capture_on_commit_callbacks():
         page = run_action(admin_client, "force_rescore_selected", chosen)
@@ -126,7 +130,9 @@ def test_session_page_shows_alert_analysis_investigation_and_history(admin_clien
     )
     old = make_score(session, total_score=30, scored_at_us=T0_US, prompt_hash="f" * 64)
     make_score(session, total_score=80, scored_at_us=T0_US + 5)
-    page = admin_client.get(reverse("admin:scoring_alertsession_change", args=[session.session_id])).content.decode()
+    page = admin_client.get(
+        reverse("admin:scoring_alertsession_change", args=[session.session_id])
+    ).content.decode()
     assert "&quot;namespace&quot;: &quot;stuck-ns&quot;" in page
     assert "<strong>Root cause:</strong>" in page and "<script>alert(1)" not in page
     assert "<details><summary>The investigation as the judge reads it</summary>" in page
@@ -178,7 +184,9 @@ def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client)
         output_tokens=678,
         cost_usd="0.123456",
     )
-    page = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[score.score_id])).content.decode()
+    page = admin_client.get(
+        reverse("admin:scoring_sessionscore_change", args=[score.score_id])
+    ).content.decode()
     assert "<h2>Logical flow</h2>" in page and "<strong>pods_log</strong>" in page
     assert "<img src=x" not in page and "<script>alert(2)" not in page
     assert "64 · Weak" in page and "current (" in page
@@ -191,13 +199,20 @@ def test_scores_are_read_only_even_for_superusers(admin_client):
     change_url = reverse("admin:scoring_sessionscore_change", args=[score.score_id])
     assert admin_client.get(reverse("admin:scoring_sessionscore_add")).status_code == 403
     assert admin_client.post(change_url, {"total_score": "100"}).status_code == 403
-    assert admin_client.post(reverse("admin:scoring_sessionscore_delete", args=[score.score_id])).status_code == 403
+    assert (
+        admin_client.post(reverse("admin:scoring_sessionscore_delete", args=[score.score_id])).status_code
+        == 403
+    )
     assert SessionScore.objects.get(pk=score.pk).total_score == 61
 
 
-def test_a_user_with_view_permission_can_read_scores_and_request_scoring(client, django_capture_on_commit_callbacks):
+def test_a_user_with_view_permission_can_read_scores_and_request_scoring(
+    client, django_capture_on_commit_callbacks
+):
     viewer = User.objects.create_user("vic", password="pw", is_staff=True)
-    viewer.user_permissions.add(*Permission.objects.filter(codename__in=["view_alertsession", "view_sessionscore"]))
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_alertsession", "view_sessionscore"])
+    )
     client.force_login(viewer)
     session = make_session()
     assert client.get(SCORES_URL).status_code == 200

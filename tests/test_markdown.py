@@ -30,7 +30,10 @@ class Elements(HTMLParser):
 
 
 def test_markdown_formatting_is_rendered():
-    html = render_markdown("## Verdict\n\n**Root cause** found with `kubectl`.\n\n1. one\n2. two\n\n| a | b |\n|---|---|\n| 1 | 2 |")
+    html = render_markdown(
+        "## Verdict\n\n**Root cause** found with `kubectl`.\n\n1. one\n2. two\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |"
+    )
     assert "<h2>Verdict</h2>" in html
     assert "<strong>Root cause</strong>" in html and "<code>kubectl</code>" in html
     assert {"ol", "li", "table", "th", "td"} <= Elements(html).tags
@@ -59,7 +62,12 @@ def test_raw_html_in_llm_text_comes_out_as_text(text):
 
 @pytest.mark.parametrize(
     "link",
-    ["[x](javascript:alert(1))", "[x](JaVaScRiPt:alert(1))", "[x](vbscript:msgbox(1))", "[x](data:text/html,<script>1</script>)"],
+    [
+        "[x](javascript:alert(1))",
+        "[x](JaVaScRiPt:alert(1))",
+        "[x](vbscript:msgbox(1))",
+        "[x](data:text/html,<script>1</script>)",
+    ],
 )
 def test_dangerous_link_schemes_never_become_links(link):
     assert Elements(render_markdown(link)).hrefs() == []

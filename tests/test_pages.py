@@ -46,7 +46,11 @@ def test_other_states_have_their_own_words(status, text):
 
 def test_the_page_script_gets_the_same_bands():
     bands = badge_catalog()["bands"]
-    assert [(b["low"], b["high"], b["label"]) for b in bands] == [(0, 49, "Poor"), (50, 74, "Weak"), (75, 100, "Good")]
+    assert [(b["low"], b["high"], b["label"]) for b in bands] == [
+        (0, 49, "Poor"),
+        (50, 74, "Weak"),
+        (75, 100, "Good"),
+    ]
 
 
 @pytest.mark.django_db
@@ -84,11 +88,17 @@ def test_list_shows_badges_and_offers_scoring_only_where_it_can(admin_client, sc
     page = admin_client.get(LIST_URL).content.decode()
     for text in ["30 · Poor", "90 · Good", "Not scored", "Failed", "obsolete criteria"]:
         assert text in page
-    assert rows(page) == ids(running, scored_sessions["failed"], scored_sessions["unscored"], scored_sessions["high"], scored_sessions["low"])
+    assert rows(page) == ids(
+        running,
+        scored_sessions["failed"],
+        scored_sessions["unscored"],
+        scored_sessions["high"],
+        scored_sessions["low"],
+    )
     buttons = re.findall(r'data-score-button data-session-id="([0-9a-f-]+)"', page)
     assert buttons == ids(scored_sessions["unscored"])  # not the running one
-    badge_link = f'href="{detail_url(scored_sessions["low"])}#score" data-score-badge="{scored_sessions["low"].session_id}"'
-    assert badge_link in page
+    low = scored_sessions["low"]
+    assert f'href="{detail_url(low)}#score" data-score-badge="{low.session_id}"' in page
 
 
 @pytest.mark.django_db
@@ -139,7 +149,9 @@ def score_view(client, session) -> str:
 
 @pytest.mark.django_db
 def test_session_page_shows_the_alert_the_analysis_and_the_investigation(admin_client):
-    session = make_session(final_analysis="**Root cause:** finalizer", alert_data={"alert": "NamespaceTerminating"})
+    session = make_session(
+        final_analysis="**Root cause:** finalizer", alert_data={"alert": "NamespaceTerminating"}
+    )
     page = admin_client.get(detail_url(session)).content.decode()
     assert "&quot;alert&quot;: &quot;NamespaceTerminating&quot;" in page
     assert "<strong>Root cause:</strong> finalizer" in page
@@ -162,13 +174,16 @@ def test_running_session_cannot_be_scored_yet(admin_client):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("status", "text"), [("pending", "Queued: waiting for a judge worker."), ("in_progress", "The judge is scoring")])
+@pytest.mark.parametrize(
+    ("status", "text"),
+    [("pending", "Queued: waiting for a judge worker."), ("in_progress", "The judge is scoring")],
+)
 def test_active_scoring_shows_progress_and_blocks_rescoring(admin_client, status, text):
     session = make_session()
     make_score(session, status=status)
     view = score_view(admin_client, session)
     assert "Scoring…" in view and text in view
-    assert "<button type=\"button\" disabled>Re-score</button>" in view
+    assert '<button type="button" disabled>Re-score</button>' in view
 
 
 @pytest.mark.django_db
@@ -177,7 +192,7 @@ def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
     make_score(session, status="failed", error_message="judge LLM timed out <b>badly</b>")
     view = score_view(admin_client, session)
     assert "Scoring failed." in view and "judge LLM timed out &lt;b&gt;badly&lt;/b&gt;" in view
-    assert 'data-score-button data-force' in view
+    assert "data-score-button data-force" in view
 
 
 @pytest.mark.django_db
@@ -191,7 +206,9 @@ def test_completed_score_shows_analyses_criteria_history_and_reviews(admin_clien
         score_analysis="Good flow. <script>alert(1)</script>",
         missing_tools_analysis="1. **pods_log**",
     )
-    ScoreReview.objects.create(score=old, reviewer=admin_user, verdict="disagree", reviewer_score=60, note="too harsh")
+    ScoreReview.objects.create(
+        score=old, reviewer=admin_user, verdict="disagree", reviewer_score=60, note="too harsh"
+    )
     view = score_view(admin_client, session)
     assert "77 · Good" in view and "77/100: good investigation" in view and "current criteria" in view
     assert "Good flow. &lt;script&gt;" in view and "<strong>pods_log</strong>" in view

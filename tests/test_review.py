@@ -31,7 +31,11 @@ def judge_output(score) -> tuple:
 def test_a_review_is_kept_beside_the_judges_output(score, reviewer):
     before = judge_output(score)
     review = services.record_review(
-        score_id=score.score_id, reviewer=reviewer, verdict="disagree", reviewer_score=40, note="  Missed the logs.  "
+        score_id=score.score_id,
+        reviewer=reviewer,
+        verdict="disagree",
+        reviewer_score=40,
+        note="  Missed the logs.  ",
     )
     assert (review.score_id, review.reviewer, review.verdict, review.reviewer_score, review.note) == (
         score.score_id, reviewer, ReviewVerdict.DISAGREE, 40, "Missed the logs.",
@@ -50,7 +54,9 @@ def test_every_review_is_kept(score, reviewer):
 def test_only_completed_scores_can_be_reviewed(status, reviewer):
     unfinished = make_score(make_session(), status=status)
     with pytest.raises(services.ReviewRejected, match=f"is {status}; only completed scores can be reviewed"):
-        services.record_review(score_id=unfinished.score_id, reviewer=reviewer, verdict="agree", reviewer_score=50)
+        services.record_review(
+            score_id=unfinished.score_id, reviewer=reviewer, verdict="agree", reviewer_score=50
+        )
     assert not ScoreReview.objects.exists()
 
 
@@ -66,22 +72,31 @@ def test_only_completed_scores_can_be_reviewed(status, reviewer):
 )
 def test_bad_reviews_are_refused_saying_why(score, reviewer, verdict, reviewer_score, message):
     with pytest.raises(services.ReviewRejected, match=message):
-        services.record_review(score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score)
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score
+        )
 
 
 def test_edges_of_the_score_range_are_accepted(score, reviewer):
     for value in (0, 100):
-        services.record_review(score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=value)
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=value
+        )
     assert score.reviews.count() == 2
 
 
 def test_unknown_score_and_anonymous_reviewer_are_refused(score, reviewer):
     with pytest.raises(services.ReviewRejected, match="not found"):
         services.record_review(
-            score_id="00000000-0000-0000-0000-000000000000", reviewer=reviewer, verdict="agree", reviewer_score=1
+            score_id="00000000-0000-0000-0000-000000000000",
+            reviewer=reviewer,
+            verdict="agree",
+            reviewer_score=1,
         )
     with pytest.raises(services.ReviewRejected, match="signed-in reviewer"):
-        services.record_review(score_id=score.score_id, reviewer=AnonymousUser(), verdict="agree", reviewer_score=1)
+        services.record_review(
+            score_id=score.score_id, reviewer=AnonymousUser(), verdict="agree", reviewer_score=1
+        )
 
 
 def test_the_database_refuses_out_of_range_reviewer_scores(score, reviewer):
@@ -105,7 +120,9 @@ def test_admin_records_a_disagreement_and_shows_it(admin_client, admin_user, sco
     assert 'value="Record review"' in page
 
     response = admin_client.post(
-        review_url(score), {"verdict": "disagree", "reviewer_score": "35", "note": "Never read the pod logs."}, follow=True
+        review_url(score),
+        {"verdict": "disagree", "reviewer_score": "35", "note": "Never read the pod logs."},
+        follow=True,
     )
     review = ScoreReview.objects.get()
     assert (review.reviewer, review.verdict, review.reviewer_score) == (admin_user, "disagree", 35)
@@ -116,7 +133,9 @@ def test_admin_records_a_disagreement_and_shows_it(admin_client, admin_user, sco
 
 
 def test_admin_refuses_an_invalid_review_with_the_reason(admin_client, score):
-    response = admin_client.post(review_url(score), {"verdict": "disagree", "reviewer_score": "140"}, follow=True)
+    response = admin_client.post(
+        review_url(score), {"verdict": "disagree", "reviewer_score": "140"}, follow=True
+    )
     assert "Review not recorded: reviewer_score:" in response.content.decode()
     assert not ScoreReview.objects.exists()
 
@@ -124,7 +143,9 @@ def test_admin_refuses_an_invalid_review_with_the_reason(admin_client, score):
 def test_failed_scores_offer_no_review_form_and_refuse_one(admin_client):
     failed = make_score(make_session(), status="failed")
     assert 'value="Record review"' not in admin_client.get(score_page(failed)).content.decode()
-    response = admin_client.post(review_url(failed), {"verdict": "agree", "reviewer_score": "50"}, follow=True)
+    response = admin_client.post(
+        review_url(failed), {"verdict": "agree", "reviewer_score": "50"}, follow=True
+    )
     assert "only completed scores can be reviewed" in response.content.decode()
 
 

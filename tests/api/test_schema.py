@@ -25,7 +25,7 @@ def body_schema(schema: dict, operation: dict, code: str) -> dict:
 
 def test_post_score_documents_both_success_bodies_and_every_error(schema):
     post = schema["paths"][SCORE_PATH]["post"]
-    assert set(post["responses"]) == {"200", "202", "400", "401", "404", "409", "500"}
+    assert set(post["responses"]) == {"200", "202", "400", "401", "404", "409", "429", "500"}
     assert set(body_schema(schema, post, "202")["properties"]) == {"score_id", "session_id", "status"}
     finished = body_schema(schema, post, "200")["properties"]
     assert {"total_score", "score_analysis", "missing_tools_analysis", "current_prompt_used", "prompt_hash"} <= set(

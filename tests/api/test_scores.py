@@ -242,3 +242,43 @@ def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(opera
     assert spec_fields <= set(data)
     assert data["current_prompt_used"] is False
     assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000
+
+
+def test_a_job_that_cannot_be_queued_fails_its_score_instead_of_leaving_it_pending(transactional_db):
+    session = make_session()
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE django_q_ormq RENAME TO django_q_ormq_away")
+    try:
+        response = proxy_client().post(url(session.session_id))
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE django_q_ormq_away RENAME TO django_q_ormq")
+    score = SessionScore.objects.get(session=session)
+    assert score.status == "failed"
+    assert score.error_message.startswith("could not queue the judge job: ")
+    assert response.status_code == 200 and response.json()["status"] == "failed"
+
+
+def test_proxy_authenticated_post_must_be_json_or_pass_csrf():
+    """A cross-site form can send the proxy's cookie, but not a JSON body type."""
+    session = make_session()
+    client = APIClient(enforce_csrf_checks=True)
+    client.credentials(HTTP_X_FORWARDED_USER="alice")
+    form_post = client.post(url(session.session_id), {"force_rescore": "false"})  # multipart, like a form
+    assert form_post.status_code == 403
+    assert "CSRF failed" in form_post.json()["detail"]
+    empty_post = client.post(url(session.session_id), content_type="text/plain")
+    assert empty_post.status_code == 403
+    assert not SessionScore.objects.exists()
+
+    json_post = client.post(url(session.session_id), {}, format="json")
+    assert json_post.status_code == 202
+
+
+def test_proxy_user_can_open_the_dashboard_but_not_the_admin(client):
+    page = client.get("/", HTTP_X_FORWARDED_USER="alice")
+    assert page.status_code == 200
+    admin = client.get("/admin/", HTTP_X_FORWARDED_USER="alice")
+    assert admin.status_code == 302 and "/admin/login/" in admin["Location"]
+    from_elsewhere = client.get("/", HTTP_X_FORWARDED_USER="alice", REMOTE_ADDR="10.9.8.7")
+    assert from_elsewhere.status_code == 302

@@ -31,7 +31,9 @@ def test_score_selected_and_force_rescore_report_their_counts(live_site, signed_
     expect(page.locator(".messagelist")).to_have_text(
         "1 queued for scoring; 1 already scored (use force re-score to score again); 1 skipped: not finished."
     )
-    wait_for(lambda: SessionScore.objects.filter(session=unscored, status="completed").exists(), what="the scoring")
+    wait_for(
+        lambda: SessionScore.objects.filter(session=unscored, status="completed").exists(), what="the scoring"
+    )
     page.goto(live_site.url("/admin/scoring/alertsession/?scored=scored&band=weak"))
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
     expect(page.locator("#result_list tbody tr .badge")).to_have_text("70 · Weak")

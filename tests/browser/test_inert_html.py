@@ -45,7 +45,9 @@ def test_payloads_in_stored_analyses_stay_text(live_site, signed_in):
     assert page.errors == []
 
 
-def test_a_judge_reply_with_payloads_is_inert_when_the_score_view_refreshes_live(live_site, signed_in, judge_llm):
+def test_a_judge_reply_with_payloads_is_inert_when_the_score_view_refreshes_live(
+    live_site, signed_in, judge_llm
+):
     # The live refresh inserts the server's HTML with innerHTML, where an
     # <img onerror> would run if anything but sanitized HTML came back.
     judge_llm.push(Reply(f"{PAYLOAD}\n\n40"), Reply(f"1. {IMG}"))

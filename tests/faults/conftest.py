@@ -2,7 +2,8 @@
 
 import pytest
 
-from tests.faults.stack import RedisProcess, Stack
+from tests.faults.processes import RedisProcess
+from tests.faults.stack import Stack
 from tests.support.servers import child_env
 
 

@@ -24,6 +24,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 
+from django.db import OperationalError, connection
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from scoring.models import JudgeCircuit, ScoringEvent, ScoringStatus, SessionScore
@@ -186,8 +187,11 @@ def wait_until_settled(score_ids: list[str], timeout_s: float = SETTLE_TIMEOUT_S
     """Wait until no scoring of the run is pending or in progress (or the bound passes)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not SessionScore.objects.filter(pk__in=score_ids, status__in=ScoringStatus.active_values()).exists():
-            return
+        try:
+            if not SessionScore.objects.filter(pk__in=score_ids, status__in=ScoringStatus.active_values()).exists():
+                return
+        except OperationalError:  # the database restarted under this process: reconnect next time
+            connection.close()
         time.sleep(0.2)
 
 

@@ -22,7 +22,9 @@ from tests.support.fake_llm import CloseConnection, Error, Garbage, Hang, Malfor
 from tests.support.servers import free_port
 from tests.support.workers import wait_for
 
-SLOW_TURN = 6.0  # seconds a judge reply takes when a scenario must catch scorings mid-way
+# Seconds a judge reply takes when a fault must land mid-scoring (below SCORING_LLM_TIMEOUT_S).
+SLOW_REPLY_S = 1.0
+OUTAGE_S = 4.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,10 @@ def worker_sigkill(stack: Stack) -> Figures:
     reset_circuit()
     stack.judge.fault = Reply("", delay=60)  # keeps the judge busy until the kill
     stack.start_worker()
+    asked_before = len(stack.fake_llm.requests)
     sessions = store_sessions(stack.web.http_url, 2)
     score_ids = request_scorings(stack.web.http_url, sessions)
-    wait_for(lambda: len(stack.fake_llm.requests) >= 2, what="both judge calls to start")
+    _wait_for_judge_calls(stack, 2, since=asked_before)
     stack.kill_workers(signal.SIGKILL)
     killed_at = time.monotonic()
     stack.judge.fault = None
@@ -109,9 +112,10 @@ def worker_sigterm(stack: Stack) -> Figures:
     reset_circuit()
     stack.judge.fault = Reply("", delay=60)
     stack.start_worker()
+    asked_before = len(stack.fake_llm.requests)
     sessions = store_sessions(stack.web.http_url, 2)
     score_ids = request_scorings(stack.web.http_url, sessions)
-    wait_for(lambda: len(stack.fake_llm.requests) >= 2, what="both judge calls to start")
+    _wait_for_judge_calls(stack, 2, since=asked_before)
     stack.kill_workers(signal.SIGTERM)
     stack.judge.fault = None
     wait_until_settled(score_ids, timeout_s=5)
@@ -122,7 +126,7 @@ def web_restart(stack: Stack, count: int = 6) -> Figures:
     """The web process restarts while scorings run: WebSocket clients reconnect and catch up."""
     reset_circuit()
     stack.judge.fault = None
-    stack.fake_llm.set_default(_slowed(stack, SLOW_TURN / 3))
+    stack.fake_llm.set_default(_slowed(stack, SLOW_REPLY_S))
     stack.start_worker()
     sessions = store_sessions(stack.web.http_url, count)
     score_ids = request_scorings(stack.web.http_url, sessions)
@@ -141,18 +145,19 @@ def web_restart(stack: Stack, count: int = 6) -> Figures:
 def redis_outage(stack: Stack, count: int = 4) -> Figures:
     """Redis stops and comes back mid-run: the API keeps answering, events are caught up afterwards."""
     reset_circuit()
-    stack.fake_llm.set_default(_slowed(stack, SLOW_TURN / 2))
+    stack.fake_llm.set_default(_slowed(stack, SLOW_REPLY_S))
     stack.start_worker()
+    asked_before = len(stack.fake_llm.requests)
     sessions = store_sessions(stack.web.http_url, count + 1)
     score_ids = request_scorings(stack.web.http_url, sessions[:count])
-    wait_for(lambda: stack.fake_llm.requests, what="a judge call to start")
+    _wait_for_judge_calls(stack, 1, since=asked_before)
     stack.redis.stop()
     reads = [call_api(stack.web.http_url, "GET", "/api/v1/sessions/")[0] for _ in range(3)]
     status, body = call_api(stack.web.http_url, "POST", f"/api/v1/scoring/sessions/{sessions[-1]}/score", {})
     during = f"during the outage: reads {sorted(set(reads))}, a new scoring {status}"
     if "score_id" in body:
         score_ids.append(body["score_id"])
-    time.sleep(SLOW_TURN)
+    time.sleep(OUTAGE_S)
     stack.redis.start()
     stack.recorder.resync()
     wait_until_settled(score_ids)
@@ -166,11 +171,12 @@ def redis_outage(stack: Stack, count: int = 4) -> Figures:
 def postgres_restart(stack: Stack, count: int = 4) -> Figures:
     """PostgreSQL restarts while judges are answering: the write is retried or fails cleanly."""
     reset_circuit()
-    stack.fake_llm.set_default(_slowed(stack, SLOW_TURN / 2))
+    stack.fake_llm.set_default(_slowed(stack, SLOW_REPLY_S))
     stack.start_worker()
+    asked_before = len(stack.fake_llm.requests)
     sessions = store_sessions(stack.web.http_url, count)
     score_ids = request_scorings(stack.web.http_url, sessions)
-    wait_for(lambda: stack.fake_llm.requests, what="a judge call to start")
+    _wait_for_judge_calls(stack, 1, since=asked_before)
     stack.postgres.stop()
     time.sleep(1)
     stack.postgres.start()
@@ -235,6 +241,11 @@ def _slowed(stack: Stack, delay_s: float):
         return Reply(step.content, delay=delay_s) if isinstance(step, Reply) else step
 
     return answer
+
+
+def _wait_for_judge_calls(stack: Stack, count: int, since: int) -> None:
+    """Wait until ``count`` judge requests arrived after the first ``since`` ones."""
+    wait_for(lambda: len(stack.fake_llm.requests) >= since + count, what=f"{count} judge call(s) to start")
 
 
 def _status(score_id: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 
 from tests.support.servers import REPO_DIR, child_env
 
@@ -107,6 +108,10 @@ def chromium(live_site, monkeypatch):
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield browser
         browser.close()
+        # With a loop running, Django keeps this thread's connections apart
+        # from the usual ones (asgiref's Local); close them while it still runs,
+        # or they outlive the test and block dropping the test database.
+        connections.close_all()
 
 
 @pytest.fixture

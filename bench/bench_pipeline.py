@@ -1,0 +1,293 @@
+"""The judge pipeline with a judge that answers after a fixed delay L per turn.
+
+A real worker cluster (``manage.py scoring_worker``, SCORING_WORKERS processes) on a
+throwaway PostgreSQL (max_connections = 300) and Redis scores sessions against the
+fake judge (``python -m tests.support.fake_llm --delay L``). For each C in
+--concurrency, with SCORING_CONCURRENCY_PER_WORKER x SCORING_WORKERS >= C and
+SCORING_MAX_IN_FLIGHT = C:
+
+* overhead: C scorings requested at once; per scoring, completed_at_us - scored_at_us
+  - 2L (a scoring is two judge turns), p50 and p95;
+* throughput: --waves x C scorings requested at once (from --enqueue-threads threads);
+  scorings per second from the first claim to the last completion, against the ideal
+  C / (2L);
+* memory: RSS of all the cluster's processes with C scorings in progress, minus the
+  same when idle (after a warm-up), divided by C.
+
+Reference, side by side: the same two-turn conversation held by bare litellm from C
+threads of one process (no Django, no queue, no database), on the same fake judge.
+
+    .venv/bin/python bench/bench_pipeline.py
+    .venv/bin/python bench/bench_pipeline.py --concurrency 10 --latency-s 1   # quick
+"""
+
+import argparse
+import concurrent.futures
+import contextlib
+import math
+import statistics
+import subprocess
+import time
+import uuid
+
+from common import (
+    PYTHON,
+    REPO,
+    machine_description,
+    percentile,
+    service_env,
+    setup_django,
+    throwaway_postgres,
+    throwaway_redis,
+    work_folder,
+)
+
+FAKE_REPLY = "The investigation followed the evidence.\n\n70"
+SAMPLE = REPO / "scoring" / "samples" / "00_tarsy_example.json"
+POLL_S = 0.1
+# tests.support.fake_llm's main, with a listen backlog for hundreds of connections at once:
+# http.server's default (5) drops connection attempts beyond it, and each retry costs 1 s.
+FAKE_JUDGE_MAIN = (
+    "import http.server; http.server.ThreadingHTTPServer.request_queue_size = 1024; "
+    "from tests.support.fake_llm import main; main()"
+)
+
+
+# --- Setting up --------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fake_judge(latency_s: float, log):
+    from tests.support.servers import free_port, wait_for_log
+
+    port = free_port()
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [PYTHON, "-u", "-c", FAKE_JUDGE_MAIN, "--port", str(port), "--reply", FAKE_REPLY, "--delay", str(latency_s)],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_log(log, "fake LLM listening", process)
+        yield {
+            "SCORING_LLM_MODEL": "openai/fake-judge",
+            "SCORING_LLM_API_BASE": f"http://127.0.0.1:{port}/v1",
+            "SCORING_LLM_API_KEY": "unused",
+        }
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def make_sessions(count: int) -> list[uuid.UUID]:
+    """``count`` finished sessions, copies of the TARSy example (14 KB), stored at once."""
+    import json
+
+    from scoring import ingest
+    from scoring.models import AlertSession
+
+    fields = ingest.parse_session(json.loads(SAMPLE.read_text()))
+    sessions = []
+    for _ in range(count):
+        fields["session_id"] = uuid.uuid4()
+        sessions.append(AlertSession(**fields))
+    AlertSession.objects.bulk_create(sessions, batch_size=200)
+    return [session.session_id for session in sessions]
+
+
+def request_scorings(session_ids: list[uuid.UUID], threads: int = 1) -> None:
+    """Request a scoring of each session, from ``threads`` threads at once (as concurrent
+    API requests would), through the service the API and score_sessions use."""
+    from django.db import connection
+
+    from scoring import services
+
+    def request(chunk: list[uuid.UUID]) -> None:
+        try:
+            services.score_sessions(chunk, triggered_by="bench", force_rescore=False)
+        finally:
+            connection.close()  # this thread's
+
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+        list(pool.map(request, [session_ids[index::threads] for index in range(threads)]))
+
+
+def scores_of(session_ids: list[uuid.UUID]):
+    from scoring.models import SessionScore
+
+    return SessionScore.objects.filter(session_id__in=session_ids)
+
+
+def wait_finished(session_ids: list[uuid.UUID], timeout_s: float, on_poll=None) -> None:
+    from scoring.models import ScoringStatus
+
+    deadline = time.monotonic() + timeout_s
+    while scores_of(session_ids).filter(status__in=ScoringStatus.active_values()).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"scorings not finished within {timeout_s:.0f} s")
+        if on_poll:
+            on_poll()
+        time.sleep(POLL_S)
+
+
+def cluster_rss_mib(cluster) -> float:
+    import psutil
+
+    root = psutil.Process(cluster.process.pid)
+    processes = [root, *root.children(recursive=True)]
+    return sum(process.memory_info().rss for process in processes) / 2**20
+
+
+# --- The measurements ---------------------------------------------------------------------------
+
+
+def measure_service(concurrency: int, args, env: dict[str, str], work) -> dict:
+    from scoring.models import ScoringStatus
+    from tests.support.workers import WorkerCluster
+
+    per_worker = math.ceil(concurrency / args.workers)
+    cluster_env = {
+        **env,
+        "SCORING_WORKERS": str(args.workers),
+        "SCORING_CONCURRENCY_PER_WORKER": str(per_worker),
+        "SCORING_MAX_IN_FLIGHT": str(concurrency),
+        "SCORING_LLM_TIMEOUT_S": str(10 * args.latency_s + 30),
+    }
+    cluster = WorkerCluster(cluster_env, work / f"worker-{concurrency}.log")
+    try:
+        # Warm-up: every worker process imports litellm and opens its connections.
+        warm = make_sessions(4 * args.workers)
+        request_scorings(warm)
+        wait_finished(warm, 60 + 4 * args.latency_s)
+        idle_rss = cluster_rss_mib(cluster)
+
+        # Overhead: exactly C at once.
+        batch = make_sessions(concurrency)
+        request_scorings(batch)
+        wait_finished(batch, 60 + 10 * args.latency_s)
+        two_turns_us = 2 * args.latency_s * 1e6
+        done = list(scores_of(batch).values("status", "scored_at_us", "started_at_us", "completed_at_us"))
+        overheads = [(s["completed_at_us"] - s["scored_at_us"] - two_turns_us) / 1000 for s in done]
+        # Split: from the request to the claim (queue), and from the claim to the end beyond 2L (job).
+        queue_waits = [(s["started_at_us"] - s["scored_at_us"]) / 1000 for s in done]
+        job_overheads = [(s["completed_at_us"] - s["started_at_us"] - two_turns_us) / 1000 for s in done]
+        failed = sum(s["status"] != ScoringStatus.COMPLETED for s in done)
+
+        # Throughput and memory: waves x C at once.
+        batch = make_sessions(args.waves * concurrency)
+        peak = {"in_flight": 0, "rss": idle_rss}
+
+        def sample() -> None:
+            in_flight = scores_of(batch).filter(status=ScoringStatus.IN_PROGRESS).count()
+            if in_flight >= peak["in_flight"]:
+                peak.update(in_flight=in_flight, rss=cluster_rss_mib(cluster))
+
+        enqueue_start = time.perf_counter()
+        request_scorings(batch, args.enqueue_threads)
+        enqueue_s = time.perf_counter() - enqueue_start
+        wait_finished(batch, 60 + (args.waves + 5) * 2 * args.latency_s, sample)
+        done = list(scores_of(batch).values("status", "started_at_us", "completed_at_us"))
+        makespan_s = (max(s["completed_at_us"] for s in done) - min(s["started_at_us"] for s in done)) / 1e6
+        failed += sum(s["status"] != ScoringStatus.COMPLETED for s in done)
+    finally:
+        cluster.stop()
+    throughput = len(done) / makespan_s
+    return {
+        "overhead_p50": statistics.median(overheads),
+        "overhead_p95": percentile(overheads, 0.95),
+        "queue_p95": percentile(queue_waits, 0.95),
+        "job_p95": percentile(job_overheads, 0.95),
+        "throughput": throughput,
+        "ideal": concurrency / (2 * args.latency_s),
+        "enqueue_s": enqueue_s,
+        "peak_in_flight": peak["in_flight"],
+        "mib_per_scoring": (peak["rss"] - idle_rss) / max(peak["in_flight"], 1),
+        "idle_rss": idle_rss,
+        "failed": failed,
+        "per_worker": per_worker,
+    }
+
+
+def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
+    """Bare litellm: C threads, each holding two-turn conversations with the same prompts."""
+    import litellm
+
+    from scoring.conversation import build_score_prompt
+    from scoring.models import AlertSession
+    from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
+
+    prompt = build_score_prompt(AlertSession.objects.get(pk=make_sessions(1)[0]))
+    call = {
+        "model": llm_env["SCORING_LLM_MODEL"],
+        "api_base": llm_env["SCORING_LLM_API_BASE"],
+        "api_key": llm_env["SCORING_LLM_API_KEY"],
+    }
+
+    def conversation(_) -> float:
+        start = time.perf_counter()
+        messages = [{"role": "user", "content": prompt}]
+        reply = litellm.completion(messages=messages, **call).choices[0].message.content
+        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
+        litellm.completion(messages=messages, **call)
+        return (time.perf_counter() - start - 2 * args.latency_s) * 1000
+
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(conversation, range(concurrency)))  # warm-up: connections, first-call imports
+        overheads = list(pool.map(conversation, range(concurrency)))
+        start = time.perf_counter()
+        list(pool.map(conversation, range(args.waves * concurrency)))
+        makespan_s = time.perf_counter() - start
+    return {
+        "overhead_p50": statistics.median(overheads),
+        "overhead_p95": percentile(overheads, 0.95),
+        "throughput": args.waves * concurrency / makespan_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency-s", type=float, default=2.0, help="the fake judge's delay per turn (L)")
+    parser.add_argument("--concurrency", default="10,50,200", help="comma-separated values of C")
+    parser.add_argument("--waves", type=int, default=3, help="the throughput run requests waves x C scorings")
+    parser.add_argument("--workers", type=int, default=2, help="SCORING_WORKERS of the cluster")
+    parser.add_argument("--enqueue-threads", type=int, default=8,
+                        help="the throughput run requests its scorings from this many threads")
+    parser.add_argument("--database-url", help="default: a throwaway PostgreSQL")
+    parser.add_argument("--redis-url", help="default: a throwaway Redis; 'none' for the database broker")
+    args = parser.parse_args()
+
+    with work_folder() as work, contextlib.ExitStack() as stack:
+        db_url = args.database_url or stack.enter_context(throwaway_postgres(work))
+        redis_url = None if args.redis_url == "none" else args.redis_url or stack.enter_context(throwaway_redis(work))
+        setup_django(db_url, redis_url)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        llm_env = stack.enter_context(fake_judge(args.latency_s, work / "fake-llm.log"))
+        env = service_env(db_url, redis_url, **llm_env)
+        print(machine_description(db_url if db_url.startswith("postgres") else None))
+        print(f"\nL = {args.latency_s:g} s per turn; {args.workers} worker processes in one cluster; "
+              f"broker: {'Redis' if redis_url else 'database'}; throughput over {args.waves} x C scorings.\n")
+        print("| C | per worker | side | overhead p50, ms | overhead p95, ms | of which queue / job, p95 ms "
+              "| scorings/s | ideal C/(2L) | of ideal | enqueue, s | MiB per scoring (peak in flight) | failed |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for concurrency in (int(value) for value in args.concurrency.split(",")):
+            service = measure_service(concurrency, args, env, work)
+            reference = measure_reference(concurrency, args, llm_env)
+            for side, r in (("service", service), ("bare litellm", reference)):
+                ideal = concurrency / (2 * args.latency_s)
+                service_only = (
+                    f"| {r['enqueue_s']:.2f} | {r['mib_per_scoring']:.2f} ({r['peak_in_flight']}) | {r['failed']} |"
+                    if side == "service" else "| | | |"
+                )
+                split = f"{r['queue_p95']:.0f} / {r['job_p95']:.0f}" if side == "service" else ""
+                print(
+                    f"| {concurrency} | {service['per_worker']} | {side} | {r['overhead_p50']:.0f} "
+                    f"| {r['overhead_p95']:.0f} | {split} | {r['throughput']:.2f} | {ideal:.2f} "
+                    f"| {r['throughput'] / ideal:.0%} {service_only}",
+                    flush=True,
+                )
+            print(f"<!-- C={concurrency}: idle cluster RSS {service['idle_rss']:.0f} MiB -->", flush=True)
+
+
+if __name__ == "__main__":
+    main()

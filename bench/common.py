@@ -1,0 +1,232 @@
+"""Helpers shared by the benchmarks: the machine, throwaway servers, load, statistics.
+
+The benchmarks run from the repository root with the project's virtualenv
+(``.venv/bin/python bench/<script>.py``). Servers are real processes on loopback:
+a throwaway PostgreSQL (``bin/topology.py``'s), a throwaway Redis and daphne
+(``tests/support/servers.py``'s), so a benchmark measures what production runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import importlib.util
+import logging
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+PYTHON = sys.executable
+
+
+# --- Statistics -----------------------------------------------------------------------------
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (``fraction`` 0.99 is p99)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def spread(values: list[float], digits: int = 1) -> str:
+    """``median (min-max)`` of repeated measurements."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+# --- The machine ------------------------------------------------------------------------------
+
+
+def machine_description(postgres_url: str | None = None) -> str:
+    """Cores, CPU model, memory, Python, PostgreSQL, load and date: the header of every result."""
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")),
+        platform.processor() or "unknown CPU",
+    )
+    memory_kib = int(next(
+        line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
+    ))
+    parts = [
+        f"{os.cpu_count()} cores ({cpu})",
+        f"{memory_kib / 1024 / 1024:.0f} GiB RAM",
+        f"Python {platform.python_version()}",
+    ]
+    if postgres_url:
+        parts.append(f"PostgreSQL {postgres_version(postgres_url)}")
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    parts.append(f"load average {load} at start")
+    parts.append(datetime.date.today().isoformat())
+    return "Machine: " + ", ".join(parts)
+
+
+def postgres_version(url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SHOW server_version").fetchone()[0]
+
+
+# --- Throwaway servers -------------------------------------------------------------------------
+
+
+def _topology_module():
+    """``bin/topology.py`` (not a package), for its throwaway PostgreSQL."""
+    spec = importlib.util.spec_from_file_location("bench_topology", REPO / "bin" / "topology.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextlib.contextmanager
+def throwaway_postgres(workdir: Path) -> Iterator[str]:
+    """A PostgreSQL cluster of its own (max_connections = 300, see bin/topology.py); yields its URL."""
+    run_dir = workdir / "postgres"
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True)
+    postgres = _topology_module().Postgres(run_dir, logs)
+    postgres.start()
+    try:
+        yield postgres.url
+    finally:
+        postgres.stop()
+
+
+@contextlib.contextmanager
+def throwaway_redis(workdir: Path) -> Iterator[str]:
+    from tests.support.servers import start_redis
+
+    process, url = start_redis(workdir / "redis.log")
+    try:
+        yield url
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def sqlite_url(workdir: Path) -> str:
+    return f"sqlite:///{workdir / 'bench.sqlite3'}"
+
+
+def service_env(db_url: str, redis_url: str | None = None, **overrides: str) -> dict[str, str]:
+    """Environment of a web or worker process of the service on ``db_url``."""
+    from tests.support.servers import child_env
+
+    return child_env(redis_url, db_url=db_url, **overrides)
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    """Run ``manage.py`` with ``args`` in a new process; return its standard output."""
+    done = subprocess.run(
+        [PYTHON, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def setup_django(db_url: str, redis_url: str | None = None) -> None:
+    """Set Django up in this process on ``db_url`` (and ``redis_url``: broker, channel
+    layer), once per process. Its own logs stay quiet below warnings."""
+    os.environ["DATABASE_URL"] = db_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = "tarsy_scoring.settings"
+    if redis_url:
+        os.environ["REDIS_URL"] = redis_url
+    import django
+
+    django.setup()
+    logging.getLogger().setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def work_folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="tarsy-bench-") as folder:
+        yield Path(folder)
+
+
+# --- HTTP load -----------------------------------------------------------------------------------
+
+
+async def closed_loop(
+    urls: list[str], headers: dict[str, str], clients: int, duration_s: float, method: str = "GET"
+) -> tuple[list[float], float, int]:
+    """``clients`` keep-alive clients, each sending its next request as soon as the last
+    is answered, for ``duration_s``; client ``i`` uses ``urls[i % len(urls)]`` (one per
+    web process, as a load balancer spreads connections).
+
+    Returns the latencies in ms of the 2xx answers, the elapsed seconds and the number
+    of other answers.
+    """
+    import aiohttp
+
+    latencies: list[float] = []
+    failures = 0
+    deadline = time.perf_counter() + duration_s
+
+    async def client(index: int, session) -> None:
+        nonlocal failures
+        url = urls[index % len(urls)]
+        while time.perf_counter() < deadline:
+            start = time.perf_counter()
+            async with session.request(method, url, headers=headers) as response:
+                await response.read()
+                if 200 <= response.status < 300:
+                    latencies.append((time.perf_counter() - start) * 1000)
+                else:
+                    failures += 1
+
+    connector = aiohttp.TCPConnector(limit=clients, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(index, session) for index in range(clients)))
+        elapsed = time.perf_counter() - start
+    return latencies, elapsed, failures
+
+
+# --- Service processes ---------------------------------------------------------------------------
+
+
+class WebProcess:
+    """A daphne process serving ``app`` (the service's ASGI application by default) on loopback."""
+
+    def __init__(self, env: dict[str, str], log: Path, app: str = "tarsy_scoring.asgi:application"):
+        from tests.support.servers import wait_for_log
+
+        self.log = log
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", app],
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            port = wait_for_log(log, r"Listening on TCP address 127\.0\.0\.1:(\d+)", self.process).group(1)
+        except RuntimeError:
+            self.stop()
+            raise
+        self.url = f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time used so far by these processes (children not included)."""
+    import psutil
+
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)

@@ -1,0 +1,119 @@
+"""score_sessions and cleanup_orphaned_scorings."""
+
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+from django_q.models import OrmQ
+
+from scoring.models import ScoringStatus, SessionScore
+from tests.support.factories import T0_US, make_score, make_session
+
+pytestmark = pytest.mark.django_db
+DAY_US = 86_400_000_000
+
+
+def run(*args, capsys) -> str:
+    call_command("score_sessions", *args)
+    return capsys.readouterr().out
+
+
+@pytest.fixture
+def sessions():
+    """One session in each state a batch cares about."""
+    return {
+        "unscored": make_session(alert_type="kubernetes"),
+        "current": make_score(make_session(alert_type="kubernetes")).session,
+        "obsolete": make_score(make_session(alert_type="security"), prompt_hash="0" * 64).session,
+        "failed": make_score(make_session(alert_type="kubernetes"), ScoringStatus.FAILED).session,
+        "active": make_score(make_session(alert_type="kubernetes"), ScoringStatus.IN_PROGRESS).session,
+        "unfinished": make_session(status="in_progress"),
+        "old": make_session(started_at_us=T0_US - 30 * DAY_US),
+    }
+
+
+def new_scores(session) -> int:
+    return SessionScore.objects.filter(session=session, status=ScoringStatus.PENDING).count()
+
+
+def test_unscored_queues_only_never_scored_finished_sessions(sessions, capsys, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        out = run("--unscored", capsys=capsys)
+    assert "queued: 2" in out
+    assert new_scores(sessions["unscored"]) == 1 and new_scores(sessions["old"]) == 1
+    assert new_scores(sessions["unfinished"]) == 0 and new_scores(sessions["current"]) == 0
+    assert OrmQ.objects.count() == 2
+    assert SessionScore.objects.get(session=sessions["unscored"]).score_triggered_by.startswith("cli:")
+
+
+def test_obsolete_and_failed_are_rescored(sessions, capsys):
+    out = run("--obsolete", "--failed", capsys=capsys)
+    assert "queued: 2" in out
+    assert new_scores(sessions["obsolete"]) == 1 and new_scores(sessions["failed"]) == 1
+    assert SessionScore.objects.filter(session=sessions["obsolete"]).count() == 2  # history kept
+
+
+def test_without_selectors_every_finished_session_is_requested(sessions, capsys):
+    out = run(capsys=capsys)
+    # unscored + old queued; current, obsolete and failed keep their score; active is in progress.
+    assert out.strip() == "queued: 2, already scored: 3, in progress: 1, not scorable: 0"
+
+
+def test_force_rescores_everything_selected_except_active_ones(sessions, capsys):
+    out = run("--force", capsys=capsys)
+    assert out.strip() == "queued: 5, already scored: 0, in progress: 1, not scorable: 0"
+
+
+def test_since_and_alert_type_narrow_the_selection(sessions, capsys):
+    assert "queued: 1" in run("--unscored", "--since", "2025-12-25", capsys=capsys)
+    assert new_scores(sessions["old"]) == 0
+    assert "queued: 1" in run("--obsolete", "--alert-type", "security", capsys=capsys)
+
+
+def test_dry_run_counts_and_estimates_tokens_without_queueing(sessions, capsys):
+    sessions["unscored"].investigation_bytes = 400_000
+    sessions["unscored"].save()
+    out = run("--unscored", "--dry-run", capsys=capsys)
+    assert out.startswith("would score 2 sessions; estimated judge input: ~")
+    tokens = int(out.split("~")[1].split(" ")[0].replace(",", ""))
+    assert tokens > 2 * 400_000 // 4  # turn 2 resends turn 1
+    assert not SessionScore.objects.filter(status=ScoringStatus.PENDING).exists()
+
+
+def test_bad_since_is_a_clear_error():
+    with pytest.raises(CommandError, match="use a date"):
+        call_command("score_sessions", "--since", "last tuesday")
+
+
+def test_cleanup_fails_only_stale_active_scorings_by_default(settings, capsys):
+    settings.SCORING_JOB_TIMEOUT_S = 60
+    settings.SCORING_PENDING_TIMEOUT_S = 600
+    now_us = time.time_ns() // 1000
+    stale_running = make_score(make_session(), "in_progress", started_at_us=now_us - 61_000_000)
+    live_running = make_score(make_session(), "in_progress", started_at_us=now_us - 10_000_000)
+    stale_queued = make_score(make_session(), "pending", scored_at_us=now_us - 601_000_000)
+    live_queued = make_score(make_session(), "pending", scored_at_us=now_us - 300_000_000)
+    done = make_score(make_session(), "completed", started_at_us=now_us - 10**9)
+
+    call_command("cleanup_orphaned_scorings")
+
+    assert "orphaned scorings marked failed: 2" in capsys.readouterr().out
+    states = {s.pk: (s.status, s.error_message) for s in SessionScore.objects.all()}
+    assert states[stale_running.pk][0] == "failed" and "in progress for over 60 s" in states[stale_running.pk][1]
+    assert states[stale_queued.pk][0] == "failed" and "queued for over 600 s" in states[stale_queued.pk][1]
+    assert states[live_running.pk][0] == "in_progress" and states[live_queued.pk][0] == "pending"
+    assert states[done.pk][0] == "completed"
+
+
+def test_cleanup_all_fails_every_active_scoring(capsys):
+    make_score(make_session(), "in_progress")
+    make_score(make_session(), "pending")
+    call_command("cleanup_orphaned_scorings", "--all")
+    assert "marked failed: 2" in capsys.readouterr().out
+    assert set(SessionScore.objects.values_list("status", flat=True)) == {"failed"}
+
+
+@pytest.mark.parametrize("args", [["--all", "--older-than", "5"], ["--older-than", "-1"]])
+def test_cleanup_rejects_contradictory_arguments(args):
+    with pytest.raises(CommandError):
+        call_command("cleanup_orphaned_scorings", *args)
