@@ -24,6 +24,7 @@ import random
 import statistics
 import time
 import uuid
+from collections import Counter
 
 from common import (
     WebProcess,
@@ -75,21 +76,25 @@ def bench_get(web_urls: list[str], web_pids: list[int], session_id, args) -> dic
         for side, path in GET_SIDES.items():
             urls = [base + path.format(session_id) for base in web_urls]
             cpu_before = cpu_seconds(web_pids)
-            latencies, elapsed, failures = asyncio.run(closed_loop(urls, HEADERS, args.clients, args.duration_s))
+            latencies, elapsed, failures = asyncio.run(
+                closed_loop(urls, HEADERS, args.clients, args.duration_s)
+            )
             cpu = cpu_seconds(web_pids) - cpu_before
             results[side].append(
                 {
                     "p50": statistics.median(latencies),
                     "p99": percentile(latencies, 0.99),
                     "rps": len(latencies) / elapsed,
-                    "cpu_ms": cpu * 1000 / (len(latencies) + failures),
+                    "cpu_ms": cpu * 1000 / (len(latencies) + sum(failures.values())),
                     "failures": failures,
                 }
             )
     return results
 
 
-async def post_burst(web_urls: list[str], path: str, session_ids: list, requests: int) -> tuple[list[float], list[int]]:
+async def post_burst(
+    web_urls: list[str], path: str, session_ids: list, requests: int
+) -> tuple[list[float], list[int]]:
     """``requests`` POSTs sent at once, spread evenly over the sessions in random order."""
     import aiohttp
 
@@ -113,7 +118,9 @@ async def post_burst(web_urls: list[str], path: str, session_ids: list, requests
 def bench_post(web_urls: list[str], web_pids: list[int], args) -> dict[str, dict]:
     """Per side: every latency, the answers' statuses, the web CPU per request and the
     active scorings per session."""
-    results = {side: {"latencies": [], "p99s": [], "statuses": [], "cpu_ms": [], "active": []} for side in SIDES}
+    results = {
+        side: {"latencies": [], "p99s": [], "statuses": [], "cpu_ms": [], "active": []} for side in SIDES
+    }
     # Warm-up: a first burst on each side, not counted.
     for path in SIDES.values():
         asyncio.run(post_burst(web_urls, path, make_sessions(args.post_sessions), args.post_requests))
@@ -131,6 +138,17 @@ def bench_post(web_urls: list[str], web_pids: list[int], args) -> dict[str, dict
     return results
 
 
+class QueryCounter:
+    """A database execute wrapper that counts the SQL statements it lets through."""
+
+    def __init__(self):
+        self.count = 0
+
+    def __call__(self, execute, sql, params, many, context):
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
 def in_process_costs(session_id) -> dict[str, tuple[float, int]]:
     """Per side, with no server and no concurrency (Django's test client in this process):
     median ms per request and SQL queries per request."""
@@ -144,15 +162,15 @@ def in_process_costs(session_id) -> dict[str, tuple[float, int]]:
         urlconf = "bench.reference_app" if url.startswith("/bench/") else None
         with override_urlconf(urlconf):
             client.get(url)  # warm-up
-            queries = []
-            with connection.execute_wrapper(lambda execute, sql, *rest: queries.append(sql) or execute(sql, *rest)):
+            queries = QueryCounter()
+            with connection.execute_wrapper(queries):
                 assert client.get(url).status_code == 200
             times = []
             for _ in range(IN_PROCESS_RUNS):
                 start = time.perf_counter()
                 client.get(url)
                 times.append((time.perf_counter() - start) * 1000)
-        costs[side] = (statistics.median(times), len(queries))
+        costs[side] = (statistics.median(times), queries.count)
     return costs
 
 
@@ -168,48 +186,70 @@ def override_urlconf(urlconf: str | None):
         yield
 
 
+def non_2xx(rounds: list[dict]) -> str:
+    counts = sum((r["failures"] for r in rounds), Counter())
+    return ", ".join(f"{status}: {count}" for status, count in sorted(counts.items())) or "0"
+
+
 def print_get(results: dict[str, list[dict]], costs: dict[str, tuple[float, int]], args) -> None:
-    print(f"\nGET score: {args.clients} clients, {args.duration_s:g} s x {args.rounds} rounds per side, "
-          f"{args.web} daphne process(es). Median (min-max) over rounds.\n")
-    print("| endpoint | p50, ms | p99, ms | requests/s | web CPU per request, ms | non-2xx "
-          "| in-process ms per request (queries) |")
+    print(
+        f"\nGET score: {args.clients} clients, {args.duration_s:g} s x {args.rounds} rounds per side, "
+        f"{args.web} daphne process(es). Median (min-max) over rounds.\n"
+    )
+    print(
+        "| endpoint | p50, ms | p99, ms | requests/s | web CPU per request, ms | non-2xx "
+        "| in-process ms per request (queries) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for side, rounds in results.items():
         in_process_ms, queries = costs[side]
         print(
             f"| {side} | {spread([r['p50'] for r in rounds])} | {spread([r['p99'] for r in rounds])} "
             f"| {spread([r['rps'] for r in rounds], 0)} | {spread([r['cpu_ms'] for r in rounds], 2)} "
-            f"| {sum(r['failures'] for r in rounds)} | {in_process_ms:.2f} ({queries}) |"
+            f"| {non_2xx(rounds)} | {in_process_ms:.2f} ({queries}) |"
         )
     ratios = [api["rps"] / ref["rps"] for api, ref in zip(results["API"], results["reference"])]
     cpu_ratios = [ref["cpu_ms"] / api["cpu_ms"] for api, ref in zip(results["API"], results["reference"])]
-    print(f"\nthroughput ratio API / reference: {spread(ratios, 2)} (target >= 0.6); "
-          f"CPU-cost ratio reference / API: {spread(cpu_ratios, 2)}; "
-          f"API p99 median {statistics.median(r['p99'] for r in results['API']):.1f} ms (target <= 25 ms)")
+    print(
+        f"\nthroughput ratio API / reference: {spread(ratios, 2)} (target >= 0.6); "
+        f"CPU-cost ratio reference / API: {spread(cpu_ratios, 2)}; "
+        f"API p99 median {statistics.median(r['p99'] for r in results['API']):.1f} ms (target <= 25 ms)"
+    )
 
 
 def print_post(results: dict[str, dict], args) -> None:
-    print(f"\nPOST score: {args.post_requests} requests at once over {args.post_sessions} sessions, "
-          f"x {args.rounds} rounds per side.\n")
-    print("| endpoint | p50, ms (all) | p99, ms (all) | p99 per round, ms | web CPU per request, ms "
-          "| answers | sessions with exactly one active scoring |")
+    print(
+        f"\nPOST score: {args.post_requests} requests at once over {args.post_sessions} sessions, "
+        f"x {args.rounds} rounds per side.\n"
+    )
+    print(
+        "| endpoint | p50, ms (all) | p99, ms (all) | p99 per round, ms | web CPU per request, ms "
+        "| answers | sessions with exactly one active scoring |"
+    )
     print("|---|---|---|---|---|---|---|")
     for side, result in results.items():
-        answers = ", ".join(f"{status}: {result['statuses'].count(status)}" for status in sorted(set(result["statuses"])))
+        answers = ", ".join(
+            f"{status}: {result['statuses'].count(status)}" for status in sorted(set(result["statuses"]))
+        )
         exactly_one = sum(count == 1 for count in result["active"])
+        latencies = result["latencies"]
         print(
-            f"| {side} | {statistics.median(result['latencies']):.1f} | {percentile(result['latencies'], 0.99):.1f} "
+            f"| {side} | {statistics.median(latencies):.1f} | {percentile(latencies, 0.99):.1f} "
             f"| {spread(result['p99s'])} | {spread(result['cpu_ms'], 2)} | {answers} "
             f"| {exactly_one} of {len(result['active'])} |"
         )
     api = results["API"]
     assert all(count == 1 for count in api["active"]), f"active scorings per session: {api['active']}"
-    print(f"\nAPI: every session has exactly one active scoring (checked {len(api['active'])} sessions); "
-          f"p99 {percentile(api['latencies'], 0.99):.1f} ms (target <= 60 ms)")
+    print(
+        f"\nAPI: every session has exactly one active scoring (checked {len(api['active'])} sessions); "
+        f"p99 {percentile(api['latencies'], 0.99):.1f} ms (target <= 60 ms)"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--database-url", help="default: a throwaway PostgreSQL")
     parser.add_argument("--web", type=int, default=1, help="daphne processes (clients spread over them)")
     parser.add_argument("--clients", type=int, default=50)
@@ -230,7 +270,10 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         print(machine_description(db_url if db_url.startswith("postgres") else None))
         env = service_env(db_url, SCORING_POST_RATE="")
-        webs = [WebProcess(env, work / f"web-{index}.log", "bench.reference_app:application") for index in range(args.web)]
+        webs = [
+            WebProcess(env, work / f"web-{index}.log", "bench.reference_app:application")
+            for index in range(args.web)
+        ]
         stack.callback(lambda: [web.stop() for web in webs])
         web_urls = [web.url for web in webs]
         web_pids = [web.process.pid for web in webs]

@@ -63,8 +63,21 @@ def fake_judge(latency_s: float, log):
     port = free_port()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [PYTHON, "-u", "-c", FAKE_JUDGE_MAIN, "--port", str(port), "--reply", FAKE_REPLY, "--delay", str(latency_s)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            [
+                PYTHON,
+                "-u",
+                "-c",
+                FAKE_JUDGE_MAIN,
+                "--port",
+                str(port),
+                "--reply",
+                FAKE_REPLY,
+                "--delay",
+                str(latency_s),
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         wait_for_log(log, "fake LLM listening", process)
@@ -226,7 +239,10 @@ def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
         start = time.perf_counter()
         messages = [{"role": "user", "content": prompt}]
         reply = litellm.completion(messages=messages, **call).choices[0].message.content
-        messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
+        messages += [
+            {"role": "assistant", "content": reply},
+            {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+        ]
         litellm.completion(messages=messages, **call)
         return (time.perf_counter() - start - 2 * args.latency_s) * 1000
 
@@ -244,20 +260,28 @@ def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--latency-s", type=float, default=2.0, help="the fake judge's delay per turn (L)")
     parser.add_argument("--concurrency", default="10,50,200", help="comma-separated values of C")
     parser.add_argument("--waves", type=int, default=3, help="the throughput run requests waves x C scorings")
     parser.add_argument("--workers", type=int, default=2, help="SCORING_WORKERS of the cluster")
-    parser.add_argument("--enqueue-threads", type=int, default=8,
-                        help="the throughput run requests its scorings from this many threads")
+    parser.add_argument(
+        "--enqueue-threads",
+        type=int,
+        default=8,
+        help="the throughput run requests its scorings from this many threads",
+    )
     parser.add_argument("--database-url", help="default: a throwaway PostgreSQL")
     parser.add_argument("--redis-url", help="default: a throwaway Redis; 'none' for the database broker")
     args = parser.parse_args()
 
     with work_folder() as work, contextlib.ExitStack() as stack:
         db_url = args.database_url or stack.enter_context(throwaway_postgres(work))
-        redis_url = None if args.redis_url == "none" else args.redis_url or stack.enter_context(throwaway_redis(work))
+        redis_url = (
+            None if args.redis_url == "none" else args.redis_url or stack.enter_context(throwaway_redis(work))
+        )
         setup_django(db_url, redis_url)
         from django.core.management import call_command
 
@@ -265,10 +289,15 @@ def main() -> None:
         llm_env = stack.enter_context(fake_judge(args.latency_s, work / "fake-llm.log"))
         env = service_env(db_url, redis_url, **llm_env)
         print(machine_description(db_url if db_url.startswith("postgres") else None))
-        print(f"\nL = {args.latency_s:g} s per turn; {args.workers} worker processes in one cluster; "
-              f"broker: {'Redis' if redis_url else 'database'}; throughput over {args.waves} x C scorings.\n")
-        print("| C | per worker | side | overhead p50, ms | overhead p95, ms | of which queue / job, p95 ms "
-              "| scorings/s | ideal C/(2L) | of ideal | enqueue, s | MiB per scoring (peak in flight) | failed |")
+        print(
+            f"\nL = {args.latency_s:g} s per turn; {args.workers} worker processes in one cluster; "
+            f"broker: {'Redis' if redis_url else 'database'}; throughput over {args.waves} x C scorings.\n"
+        )
+        print(
+            "| C | per worker | side | overhead p50, ms | overhead p95, ms "
+            "| of which queue / job, p95 ms | scorings/s | ideal C/(2L) | of ideal | enqueue, s "
+            "| MiB per scoring (peak in flight) | failed |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for concurrency in (int(value) for value in args.concurrency.split(",")):
             service = measure_service(concurrency, args, env, work)
@@ -276,8 +305,10 @@ def main() -> None:
             for side, r in (("service", service), ("bare litellm", reference)):
                 ideal = concurrency / (2 * args.latency_s)
                 service_only = (
-                    f"| {r['enqueue_s']:.2f} | {r['mib_per_scoring']:.2f} ({r['peak_in_flight']}) | {r['failed']} |"
-                    if side == "service" else "| | | |"
+                    f"| {r['enqueue_s']:.2f} | {r['mib_per_scoring']:.2f} ({r['peak_in_flight']}) "
+                    f"| {r['failed']} |"
+                    if side == "service"
+                    else "| | | |"
                 )
                 split = f"{r['queue_p95']:.0f} / {r['job_p95']:.0f}" if side == "service" else ""
                 print(

@@ -49,7 +49,10 @@ def web_start_s(env: dict[str, str], log) -> float:
     with log.open("wb") as out:
         process = subprocess.Popen(
             [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tarsy_scoring.asgi:application"],
-            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         while not answers(f"http://127.0.0.1:{port}/healthz"):
@@ -75,19 +78,26 @@ def worker_start_s(env: dict[str, str], log) -> float:
 def slowest_imports(env: dict[str, str], count: int) -> list[tuple[float, str]]:
     """The top-level packages whose import took longest (cumulative ms), loading the web application."""
     done = subprocess.run(
-        [PYTHON, "-X", "importtime", "-c", WEB_MODULES], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        [PYTHON, "-X", "importtime", "-c", WEB_MODULES],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     totals: dict[str, float] = {}
     for line in done.stderr.splitlines():
         match = re.match(r"import time:\s+\d+ \|\s+(\d+) \| (\s*)(\S+)", line)
-        if match and match.group(2) == " ":  # imported at top level, not by another module
+        if match and not match.group(2):  # imported at top level, not by another module
             package = match.group(3).split(".")[0]
             totals[package] = totals.get(package, 0.0) + int(match.group(1)) / 1000
     return sorted(((ms, name) for name, ms in totals.items()), reverse=True)[:count]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--database-url", help="default: a new SQLite file")
     args = parser.parse_args()
@@ -106,7 +116,9 @@ def main() -> None:
             results["python -c pass"].append(timed_command(env, "pass"))
             results["django.setup() (reference)"].append(timed_command(env, "import django; django.setup()"))
             results["web: daphne until /healthz answers"].append(web_start_s(env, work / f"web-{run}.log"))
-            results["worker: scoring_worker until ready for work"].append(worker_start_s(env, work / f"worker-{run}.log"))
+            results["worker: scoring_worker until ready for work"].append(
+                worker_start_s(env, work / f"worker-{run}.log")
+            )
 
         print(f"\n{args.runs} runs each, interleaved. Seconds, median (min-max).\n")
         print("| process | start-up, s |")
@@ -116,7 +128,11 @@ def main() -> None:
 
         check = subprocess.run(
             [PYTHON, "-c", f"{WEB_MODULES}; import sys; print('litellm' in sys.modules)"],
-            cwd=REPO, env=env, capture_output=True, text=True, check=True,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
         print(f"\nlitellm loaded by the web application's modules: {check.stdout.strip()}")
         print("\nSlowest top-level imports of the web application (ms, cumulative):\n")
@@ -124,8 +140,9 @@ def main() -> None:
         print("|---|---|")
         for ms, name in slowest_imports(env, 8):
             print(f"| {name} | {ms:.0f} |")
-        print(f"\nmedian web / django.setup(): "
-              f"{statistics.median(results['web: daphne until /healthz answers']) / statistics.median(results['django.setup() (reference)']):.1f}x")
+        web = statistics.median(results["web: daphne until /healthz answers"])
+        setup = statistics.median(results["django.setup() (reference)"])
+        print(f"\nmedian web / django.setup(): {web / setup:.1f}x")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,13 +49,20 @@ def spread(values: list[float], digits: int = 1) -> str:
 def machine_description(postgres_url: str | None = None) -> str:
     """Cores, CPU model, memory, Python, PostgreSQL, load and date: the header of every result."""
     cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.processor() or "unknown CPU",
     )
-    memory_kib = int(next(
-        line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
-    ))
+    memory_kib = int(
+        next(
+            line.split()[1]
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal")
+        )
+    )
     parts = [
         f"{os.cpu_count()} cores ({cpu})",
         f"{memory_kib / 1024 / 1024:.0f} GiB RAM",
@@ -157,22 +165,21 @@ def work_folder() -> Iterator[Path]:
 
 async def closed_loop(
     urls: list[str], headers: dict[str, str], clients: int, duration_s: float, method: str = "GET"
-) -> tuple[list[float], float, int]:
+) -> tuple[list[float], float, Counter]:
     """``clients`` keep-alive clients, each sending its next request as soon as the last
     is answered, for ``duration_s``; client ``i`` uses ``urls[i % len(urls)]`` (one per
     web process, as a load balancer spreads connections).
 
-    Returns the latencies in ms of the 2xx answers, the elapsed seconds and the number
-    of other answers.
+    Returns the latencies in ms of the 2xx answers, the elapsed seconds and the other
+    answers counted by status.
     """
     import aiohttp
 
     latencies: list[float] = []
-    failures = 0
+    failures: Counter = Counter()
     deadline = time.perf_counter() + duration_s
 
     async def client(index: int, session) -> None:
-        nonlocal failures
         url = urls[index % len(urls)]
         while time.perf_counter() < deadline:
             start = time.perf_counter()
@@ -181,7 +188,7 @@ async def closed_loop(
                 if 200 <= response.status < 300:
                     latencies.append((time.perf_counter() - start) * 1000)
                 else:
-                    failures += 1
+                    failures[response.status] += 1
 
     connector = aiohttp.TCPConnector(limit=clients, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:

@@ -46,7 +46,12 @@ SCORE_FIELDS = [
 def score_row(session_id) -> dict | None:
     from scoring.models import SessionScore
 
-    return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").values(*SCORE_FIELDS).first()
+    return (
+        SessionScore.objects.filter(session_id=session_id)
+        .order_by("-scored_at_us")
+        .values(*SCORE_FIELDS)
+        .first()
+    )
 
 
 @csrf_exempt
@@ -71,7 +76,9 @@ def reference_score(request, session_id):
         except IntegrityError:  # the one-active-score index: another request won
             created = False
         row = score_row(session_id)
-        return JsonResponse({"score_id": row["score_id"], "status": row["status"]}, status=202 if created else 200)
+        return JsonResponse(
+            {"score_id": row["score_id"], "status": row["status"]}, status=202 if created else 200
+        )
     row = score_row(session_id)
     if row is None:
         return JsonResponse({"detail": "not scored"}, status=404)

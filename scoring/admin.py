@@ -250,7 +250,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
     list_per_page = 50
     fields = [
         "score_id", "session_link", "status", "score", "criteria", "judge_model", "tokens", "cost",
-        "duration", "score_triggered_by", "scored", "started", "completed", "error_message",
+        "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
         "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
     readonly_fields = fields

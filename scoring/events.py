@@ -146,11 +146,22 @@ async def send_to_groups(layer, event: ScoringEvent) -> None:
 
 def publish(event: ScoringEvent) -> None:
     """Send a committed event to its groups. A failure is logged, not raised:
-    the event is stored, and clients recover it with catchup."""
+    the event is stored and marked, and the relays publish it again later
+    (a client that stayed connected through the outage would otherwise never
+    see it: catching up from the newest id it saw skips it)."""
     try:
         async_to_sync(send_to_groups)(get_channel_layer(), event)
     except Exception:
-        logger.exception("could not publish scoring event %s; clients recover it by catchup", event.id)
+        logger.exception("could not publish scoring event %s; it will be published again", event.id)
+        ScoringEvent.objects.filter(pk=event.pk).update(publish_failed=True)
+
+
+def failed_publications(limit: int = CATCHUP_PAGE_SIZE) -> list[ScoringEvent]:
+    return list(ScoringEvent.objects.filter(publish_failed=True).order_by("id")[:limit])
+
+
+def mark_published(event_ids: list[int]) -> None:
+    ScoringEvent.objects.filter(pk__in=event_ids).update(publish_failed=False)
 
 
 def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) -> tuple[list[dict], bool]:

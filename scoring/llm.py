@@ -185,6 +185,12 @@ def _truncate(text: str, limit: int) -> str:
 
 
 @cache
+def preload() -> None:
+    """Import litellm now (~5 s, far more on a busy machine) rather than inside
+    the first judge job, where it would eat into that job's deadline."""
+    _litellm()
+
+
 def _litellm():
     import litellm
 

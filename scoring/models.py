@@ -199,6 +199,9 @@ class ScoringEvent(models.Model):
     timestamp_us = models.BigIntegerField()
     # Type-specific fields (total_score, error_message, phase).
     fields = models.JSONField(default=dict)
+    # Set when publishing to a cross-process layer failed (Redis down): the web
+    # processes' relays publish it again once the layer is back.
+    publish_failed = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         db_table = "scoring_events"

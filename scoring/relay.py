@@ -4,7 +4,8 @@ The in-memory channel layer does not cross processes, so without Redis an
 event recorded by a worker process would never reach the browsers connected to
 a web process. The relay closes that gap: it polls the events table for rows it
 has not seen and publishes them to this process's layer. With a cross-process
-layer ``scoring.events.record`` publishes directly and the relay only prunes.
+layer ``scoring.events.record`` publishes directly, and the relay publishes
+again the events whose publication failed (the layer was down), and prunes.
 
 One relay runs per event loop (one per process under daphne); the first
 WebSocket connection starts it.
@@ -66,14 +67,12 @@ class EventRelay:
         while True:
             if self.relaying:
                 await self.guarded(self.relay_new_events)
+            else:
+                await self.guarded(self.republish_failed_events)
             if loop.time() >= next_prune:
                 await self.guarded(database_sync_to_async(events.prune))
                 next_prune = loop.time() + settings.SCORING_EVENT_PRUNE_INTERVAL_S
-            await asyncio.sleep(
-                settings.SCORING_EVENT_RELAY_POLL_S
-                if self.relaying
-                else settings.SCORING_EVENT_PRUNE_INTERVAL_S
-            )
+            await asyncio.sleep(settings.SCORING_EVENT_RELAY_POLL_S)
 
     @staticmethod
     async def guarded(step) -> None:
@@ -95,6 +94,19 @@ class EventRelay:
             self.expire_gaps()
             if len(rows) < BATCH_SIZE:
                 return
+
+    @staticmethod
+    async def republish_failed_events() -> None:
+        """With a cross-process layer: publish again the events whose first
+        publication failed. Several web processes may both send one; clients
+        drop an id they already have."""
+        rows = await database_sync_to_async(events.failed_publications)()
+        if not rows:
+            return
+        layer = get_channel_layer()
+        for row in rows:
+            await events.send_to_groups(layer, row)
+        await database_sync_to_async(events.mark_published)([row.id for row in rows])
 
     def mark_seen(self, event_id: int) -> None:
         if self.gaps.pop(event_id, None) is not None or event_id <= self.after_id:

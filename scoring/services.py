@@ -14,7 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
 
-from scoring import conversation, events, ingest, llm, selectors
+from scoring import conversation, events, ingest, injection, llm, selectors
 from scoring.logs import log_context
 from scoring.models import (
     AlertSession,
@@ -179,6 +179,9 @@ def _judge(score: SessionScore) -> SessionScore | None:
     deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
     try:
         session = AlertSession.objects.get(pk=score.session_id)
+        # Instruction-like text in the session is only flagged: the prompt fences
+        # session data in (injection.py), and the score comes from the judge's own last line.
+        SessionScore.objects.filter(pk=score.score_id).update(warnings=injection.find_injection_attempts(session))
         result = conversation.run_judge(
             session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
         )

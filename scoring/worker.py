@@ -16,9 +16,11 @@ import time
 
 import psutil
 from django.conf import settings
+from django.dispatch import receiver
 from django_q.cluster import Cluster
+from django_q.signals import post_spawn
 
-from scoring import health
+from scoring import health, llm
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,12 @@ STOP_GRACE_S = 20
 SENTINEL_CHECK_INTERVAL_S = 1.0
 # /readyz wants a heartbeat within WORKER_HEARTBEAT_MAX_AGE_S (60 s by default).
 HEARTBEAT_INTERVAL_S = 10.0
+
+
+@receiver(post_spawn)
+def preload_judge_client(sender, proc_name, **kwargs) -> None:
+    """In each new worker process, load the LLM client before any job needs it."""
+    llm.preload()
 
 
 def run_cluster() -> None:

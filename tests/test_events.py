@@ -1,5 +1,6 @@
 """Scoring events: stored with the score change, published after commit, relayed, pruned."""
 
+import asyncio
 import logging
 import time
 import uuid
@@ -293,3 +294,35 @@ def test_relay_gives_up_on_a_skipped_id_after_the_grace_period():
     relay.mark_seen(12)
     relay.mark_seen(13)
     assert relay.gaps == {} and relay.after_id == 13
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_not_published_while_redis_was_down_is_published_again(settings, redis_server_url):
+    score = make_score(make_session(), "in_progress")
+    with transaction.atomic():
+        event = events.record(events.COMPLETED, score, total_score=70)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},  # nothing listens there
+        }
+    }
+    events.publish(event)
+    event.refresh_from_db()
+    assert event.publish_failed
+
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_server_url]}}
+    }
+    layer = get_channel_layer()
+
+    async def republish_and_receive():
+        channel = await layer.new_channel()
+        await layer.group_add(events.group_name(f"session:{score.session_id}"), channel)
+        await EventRelay.republish_failed_events()
+        return await asyncio.wait_for(layer.receive(channel), timeout=10)
+
+    message = async_to_sync(republish_and_receive)()
+    assert message["event"]["id"] == event.id and message["event"]["total_score"] == 70
+    event.refresh_from_db()
+    assert not event.publish_failed

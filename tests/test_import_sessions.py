@@ -105,10 +105,35 @@ def test_a_file_that_is_not_json_is_one_rejection_with_the_parser_position(db, t
 
     assert failed
     assert err.splitlines()[0] == (
-        f"rejected: {file}: not valid JSON: Expecting property name enclosed in double quotes: "
-        "line 3 column 3 (char 61)"
+        f"rejected: {file}[0]: not valid JSON: Expecting property name enclosed in double quotes: "
+        "line 3 column 3 (char 61) (the list is cut short or broken from here on)"
     )
     assert out.strip() == "created: 0, updated: 0, rejected: 1"
+
+
+def test_a_file_that_is_not_json_at_all_is_one_rejection(db, tmp_path):
+    file = tmp_path / "notes.json"
+    file.write_text("session 7c9e6679 was fine")
+    out, err, failed = import_sessions(file)
+    assert failed and err.splitlines()[0].startswith(f"rejected: {file}: not valid JSON: Expecting value")
+    assert out.strip() == "created: 0, updated: 0, rejected: 1"
+
+
+@pytest.mark.parametrize(("cut", "complete"), [("mid-record", 2), ("after-a-comma", 2), ("closing-bracket", 3)])
+def test_a_list_cut_short_keeps_the_complete_sessions_before_the_cut(db, tmp_path, cut, complete):
+    documents = [session_document() for _ in range(3)]
+    text = json.dumps(documents, indent=2)
+    third = text.index(documents[2]["session_id"])
+    cut_at = {"mid-record": third + 30, "after-a-comma": text.rindex("},", 0, third) + 2, "closing-bracket": len(text) - 1}
+    file = tmp_path / "export.json"
+    file.write_text(text[: cut_at[cut]])
+
+    out, err, failed = import_sessions(file)
+
+    assert failed
+    assert f"rejected: {file}[{complete}]: not valid JSON" in err and "cut short or broken from here on" in err
+    assert out.strip() == f"created: {complete}, updated: 0, rejected: 1"
+    assert stored_ids() == {document["session_id"] for document in documents[:complete]}
 
 
 def test_a_missing_path_fails_the_command_but_the_other_paths_are_imported(db, tmp_path):

@@ -220,6 +220,7 @@ class Figures:
         return sum(self.failed.values())
 
     def failed_with(self, fragment: str) -> int:
+        fragment = reason_group(fragment)
         return sum(count for reason, count in self.failed.items() if fragment in reason)
 
     def row(self) -> str:

@@ -7,7 +7,7 @@ import signal
 import time
 from dataclasses import dataclass
 
-from scoring.models import SessionScore
+from scoring.models import JudgeCircuit, SessionScore
 from tests.faults.harness import (
     Figures,
     call_api,
@@ -187,12 +187,13 @@ def postgres_restart(stack: Stack, count: int = 4) -> Figures:
     return figures
 
 
-def load_with_rate_limits(stack: Stack, count: int = 200, workers: int = 4) -> Figures:
-    """``count`` scorings queued at once against a rate-limiting judge that also fails
-    outright for a few seconds: all end, none is judged twice, the breaker opens and recovers."""
+def load_with_rate_limits(stack: Stack, count: int = 200, workers: int = 4, probe_count: int = 5) -> Figures:
+    """``count`` scorings queued at once against a rate-limiting judge that then fails
+    outright: all end, none is judged twice; the breaker opens (a batch requested while
+    it is open fails fast) and, after its cool-down, closes (a later batch completes)."""
     reset_circuit()
     stack.judge.rate_per_s = 20
-    cooldown_s = 3
+    cooldown_s = 5
     stack.start_worker(
         SCORING_WORKERS=str(workers),
         SCORING_CIRCUIT_FAILURE_THRESHOLD="5",
@@ -206,15 +207,26 @@ def load_with_rate_limits(stack: Stack, count: int = 200, workers: int = 4) -> F
         timeout_s=180,
         what="a quarter of the scorings to complete",
     )
+    # An outage longer than the retries (backoff 0.05 s doubling, 3 retries): the
+    # scorings in flight fail, and five failed calls in a row open the breaker.
     stack.judge.fault = Error(503, "outage")
-    time.sleep(2)
-    stack.judge.fault = None
     wait_until_settled(score_ids, timeout_s=600)
+    wait_for(lambda: JudgeCircuit.objects.filter(opened_until_us__gt=time.time_ns() // 1000).exists(),
+             timeout_s=30, what="the circuit breaker to open")
+    while_open = request_scorings(stack.web.http_url, store_sessions(stack.web.http_url, probe_count))
+    wait_until_settled(while_open, timeout_s=60)
+    stack.judge.fault = None
+    time.sleep(cooldown_s + 0.5)
+    after_cooldown = request_scorings(stack.web.http_url, store_sessions(stack.web.http_url, probe_count))
+    wait_until_settled(after_cooldown, timeout_s=180)
+    score_ids += while_open + after_cooldown
     figures = collect(f"{count} scorings, rate-limited judge with an outage", score_ids, stack.recorder, stack.judge)
-    completed_after_open = _completed_after_circuit_opened(score_ids)
     figures.notes.append(
         f"breaker fail-fast: {figures.failed_with('judge LLM circuit breaker is open')}, "
-        f"completed after it opened: {completed_after_open}"
+        f"requested while open and failed fast: "
+        f"{SessionScore.objects.filter(pk__in=while_open, error_message__startswith='judge LLM circuit breaker is open').count()}/{probe_count}, "
+        f"requested after the cool-down and completed: "
+        f"{SessionScore.objects.filter(pk__in=after_cooldown, status='completed').count()}/{probe_count}"
     )
     stack.judge.rate_per_s = None
     stack.kill_workers(signal.SIGTERM)

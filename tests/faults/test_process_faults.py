@@ -30,10 +30,11 @@ def test_redis_outage_the_api_answers_and_events_are_caught_up(redis_fault_stack
 
 
 def test_many_scorings_against_a_rate_limiting_judge_all_end_once(fault_stack):
-    figures = scenarios.load_with_rate_limits(fault_stack, count=30, workers=2)
+    figures = scenarios.load_with_rate_limits(fault_stack, count=30, workers=2, probe_count=5)
 
-    assert figures.completed + figures.failed_total == 30, figures
-    assert figures.completed > 0, figures
+    assert figures.completed + figures.failed_total == 40, figures
+    assert "requested while open and failed fast: 5/5" in figures.notes[-1], figures  # it opened
+    assert "requested after the cool-down and completed: 5/5" in figures.notes[-1], figures  # and closed
     assert_clean(figures)
 
 

@@ -53,7 +53,10 @@ def _records_in(content: bytes, name: str, *, jsonl: bool = False) -> Iterator[R
         except ValueError as exc:
             # "Extra data" after a complete first value: one value per line.
             if not (isinstance(exc, json.JSONDecodeError) and exc.msg == "Extra data"):
-                yield Record(name, error=_not_json(exc))
+                if content.lstrip().startswith(b"["):
+                    yield from _salvage_list(content, name, exc)
+                else:
+                    yield Record(name, error=_not_json(exc))
                 return
         else:
             if isinstance(data, list):
@@ -68,6 +71,32 @@ def _records_in(content: bytes, name: str, *, jsonl: bool = False) -> Iterator[R
             yield Record(f"{name}[{number}]", json.loads(line))
         except ValueError as exc:
             yield Record(f"{name}[{number}]", error=_not_json(exc))
+
+
+def _salvage_list(content: bytes, name: str, error: ValueError) -> Iterator[Record]:
+    """The complete sessions at the start of a JSON list that is cut short or
+    broken part-way (an interrupted export), then one rejection for the rest."""
+    decoder = json.JSONDecoder()
+    text = content.decode("utf-8", errors="replace")
+    position = text.index("[") + 1
+    index = 0
+    while True:
+        position = _after_whitespace(text, position)
+        if index and text.startswith(",", position):
+            position = _after_whitespace(text, position + 1)
+        try:
+            item, position = decoder.raw_decode(text, position)
+        except ValueError:
+            break
+        yield Record(f"{name}[{index}]", item)
+        index += 1
+    yield Record(f"{name}[{index}]", error=f"{_not_json(error)} (the list is cut short or broken from here on)")
+
+
+def _after_whitespace(text: str, position: int) -> int:
+    while position < len(text) and text[position].isspace():
+        position += 1
+    return position
 
 
 def _not_json(exc: ValueError) -> str:
