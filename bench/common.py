@@ -224,12 +224,9 @@ class WebProcess:
         self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        from tests.support.servers import stop_process
+
+        stop_process(self.process)
 
 
 def cpu_seconds(pids: list[int]) -> float:

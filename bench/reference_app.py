@@ -19,28 +19,12 @@ from django.http import JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
+from scoring.api.scores import ScoreSerializer
 from tarsy_scoring.asgi import application as service_application
 
 PREFIX = "/bench/reference/"
-SCORE_FIELDS = [
-    "score_id",
-    "session_id",
-    "status",
-    "prompt_hash",
-    "total_score",
-    "score_analysis",
-    "missing_tools_analysis",
-    "error_message",
-    "score_triggered_by",
-    "scored_at_us",
-    "started_at_us",
-    "completed_at_us",
-    "judge_model",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "warnings",
-]
+# The stored fields of the API's score body (the API also computes current_prompt_used).
+SCORE_FIELDS = [name for name in ScoreSerializer.Meta.fields if name != "current_prompt_used"]
 
 
 def score_row(session_id) -> dict | None:

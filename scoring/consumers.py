@@ -3,6 +3,7 @@
 Protocol, close codes and authentication are described in docs/websocket.md.
 """
 
+import asyncio
 import json
 import logging
 import uuid
@@ -14,7 +15,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from scoring import events, relay
+from scoring import events, relay, selectors
 from scoring.auth import proxy_username
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,9 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         self.connection_id = str(uuid.uuid4())
         self.subscriptions: set[str] = set()
         self.sent_ids = RecentIds(REMEMBERED_EVENT_IDS)
+        # channel -> the id up to which the database has been checked for it (resync).
+        self.checked_up_to: dict[str, int] = {}
+        self.resync_task: asyncio.Task | None = None
 
     async def connect(self):
         # Accept first: close codes reach the client only on an accepted socket
@@ -122,9 +126,13 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=code)
             return
         await relay.ensure_running()
+        if events.publishes_directly():
+            self.resync_task = asyncio.create_task(self.resync_forever())
         await self.send_json({"type": "connection.established", "connection_id": self.connection_id})
 
     async def disconnect(self, code):
+        if self.resync_task is not None:
+            self.resync_task.cancel()
         for channel in self.subscriptions:
             await self.channel_layer.group_discard(events.group_name(channel), self.channel_name)
 
@@ -162,6 +170,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
             await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
             self.subscriptions.add(channel)
+            self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
         await self.send_json({"type": "subscription.confirmed", "channel": channel})
 
     async def unsubscribe(self, content: dict) -> None:
@@ -187,6 +196,28 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 "last_event_id": page[-1]["id"] if page else last_event_id,
             }
         )
+
+    async def resync_forever(self) -> None:
+        """With a cross-process layer (Redis), every SCORING_EVENT_RESYNC_S: rejoin
+        the groups of this connection's channels, and send from the database the
+        events of those channels it has not sent.
+
+        A Redis restart forgets group memberships, and an event whose publication
+        failed is never published live; a client that stays connected would not
+        notice either, and its catchup from the newest id it saw would skip them.
+        """
+        while True:
+            await asyncio.sleep(settings.SCORING_EVENT_RESYNC_S)
+            try:
+                for channel in list(self.subscriptions):
+                    await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
+                    page, _ = await database_sync_to_async(events.events_after)(channel, self.checked_up_to[channel])
+                    for event in page:
+                        await self.send_event(event)
+                    if page:
+                        self.checked_up_to[channel] = page[-1]["id"]
+            except Exception:  # Redis or the database is down: try again next time
+                logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
 
     async def ping(self, content: dict) -> None:
         await self.send_json({"type": "pong"})

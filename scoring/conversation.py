@@ -7,7 +7,7 @@ so the judge sees its own turn-1 analysis.
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
 from scoring import events, injection, llm
@@ -41,7 +41,6 @@ class JudgeResult:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: Decimal | None = None
-    messages: list[dict] = field(default_factory=list)
 
 
 def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
@@ -123,7 +122,6 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     on_phase(events.PHASE_MISSING_TOOLS)
     messages.append({"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS})
     missing_tools_analysis = ask(messages)
-    messages.append({"role": "assistant", "content": missing_tools_analysis})
 
     return JudgeResult(
         total_score=total_score,
@@ -133,5 +131,4 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
-        messages=messages,
     )

@@ -21,7 +21,7 @@ import uuid
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from scoring.models import ScoringEvent
 
@@ -153,7 +153,10 @@ def publish(event: ScoringEvent) -> None:
         async_to_sync(send_to_groups)(get_channel_layer(), event)
     except Exception:
         logger.exception("could not publish scoring event %s; it will be published again", event.id)
-        ScoringEvent.objects.filter(pk=event.pk).update(publish_failed=True)
+        try:
+            ScoringEvent.objects.filter(pk=event.pk).update(publish_failed=True)
+        except DatabaseError:  # runs after commit: raising here would undo nothing
+            logger.exception("could not mark scoring event %s for publishing again; catchup still has it", event.id)
 
 
 def failed_publications(limit: int = CATCHUP_PAGE_SIZE) -> list[ScoringEvent]:

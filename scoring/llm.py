@@ -210,7 +210,7 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
     if not model:
         raise JudgeNotConfigured()
     circuit.check(model)
-    _release_db_connection()
+    release_db_connection()
     try:
         reply = _complete_with_retries(model, messages, deadline)
     except JudgeLLMError as error:
@@ -222,7 +222,7 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
     return reply
 
 
-def _release_db_connection() -> None:
+def release_db_connection() -> None:
     """Give this thread's database connection back while it waits on the judge.
 
     Hundreds of judge calls can be in flight, each for up to a minute, and

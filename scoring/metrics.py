@@ -127,7 +127,6 @@ FAILURE_REASONS = (
     ("judge LLM", "llm_error"),
     ("could not connect to the judge LLM", "llm_error"),
     ("no judge model configured", "not_configured"),
-    ("judge job exceeded its time limit", "job_timeout"),
     ("worker shut down", "worker_shutdown"),
     ("orphaned:", "orphaned"),
     ("could not queue the judge job", "queue_error"),

@@ -19,9 +19,9 @@ import weakref
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db.models import Max, Q
+from django.db.models import Q
 
-from scoring import events
+from scoring import events, selectors
 from scoring.models import ScoringEvent
 
 logger = logging.getLogger(__name__)
@@ -33,10 +33,6 @@ BATCH_SIZE = 500
 GAP_GRACE_S = 60.0
 # Skips wider than this are not tracked (a sequence jump, not open transactions).
 MAX_GAP_SPAN = 1000
-
-
-def latest_event_id() -> int:
-    return ScoringEvent.objects.aggregate(latest=Max("id"))["latest"] or 0
 
 
 def events_since(after_id: int, gap_ids: list[int]) -> list[ScoringEvent]:
@@ -58,7 +54,7 @@ class EventRelay:
     async def start(self) -> None:
         """Begin after the newest stored event: older ones are catchup's business."""
         if self.relaying:
-            self.after_id = await database_sync_to_async(latest_event_id)()
+            self.after_id = await database_sync_to_async(selectors.latest_event_id)()
         self.task = asyncio.create_task(self.run(), name="scoring-event-relay")
 
     async def run(self) -> None:

@@ -12,7 +12,7 @@ import time
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, close_old_connections, transaction
+from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
 from scoring import conversation, events, ingest, injection, llm, selectors
 from scoring.logs import log_context
@@ -39,6 +39,8 @@ _ALLOWED_TRANSITIONS = {
 _EVENT_FOR_STATUS = {Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
 CAPACITY_POLL_S = 1.0
+# Any constant bigint; names the advisory lock that capacity-checked claims queue on.
+CAPACITY_CLAIM_LOCK_KEY = 0x7A55C0
 WORKER_SHUT_DOWN = "worker shut down"
 
 
@@ -79,8 +81,7 @@ def ingest_session(document: dict) -> tuple[AlertSession, bool]:
     """
     fields = ingest.parse_session(document)
     session_id = fields.pop("session_id")
-    with transaction.atomic():
-        return AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
+    return AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
 
 
 # --- Requesting a score ------------------------------------------------------------------
@@ -152,8 +153,15 @@ def _enqueue_or_fail(score: SessionScore) -> None:
         tasks.enqueue_scoring(score.score_id)
     except Exception as exc:  # the broker is down: say so rather than leave it pending
         logger.exception("could not queue judge job for score %s", score.score_id)
-        fail_scoring(score.score_id, f"could not queue the judge job: {exc}")
-        score.refresh_from_db()
+        try:
+            fail_scoring(score.score_id, f"could not queue the judge job: {exc}")
+            score.refresh_from_db()
+        except DatabaseError:  # the broker was the database, and it is down
+            logger.exception(
+                "could not record that score %s was not queued; the orphan cleanup fails it "
+                "after SCORING_PENDING_TIMEOUT_S",
+                score.score_id,
+            )
 
 
 # --- Running a score (in a worker) ------------------------------------------------------
@@ -181,7 +189,9 @@ def _judge(score: SessionScore) -> SessionScore | None:
         session = AlertSession.objects.get(pk=score.session_id)
         # Instruction-like text in the session is only flagged: the prompt fences
         # session data in (injection.py), and the score comes from the judge's own last line.
-        SessionScore.objects.filter(pk=score.score_id).update(warnings=injection.find_injection_attempts(session))
+        SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(
+            warnings=injection.find_injection_attempts(session)
+        )
         result = conversation.run_judge(
             session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
         )
@@ -197,20 +207,35 @@ def _claim(score_id) -> SessionScore | None:
     """pending -> in_progress, once fewer than SCORING_MAX_IN_FLIGHT scorings are
     in progress across all workers; None if the score is no longer pending.
 
-    The limit is checked inside the claiming UPDATE: exact where writes are
-    serialized (SQLite), and exceeded at most by the claims that race in the
-    same instant on PostgreSQL.
+    The limit is checked inside the claiming UPDATE, and claims that check it
+    run one at a time (see ``_serialize_capacity_claims``), so it is exact.
     """
     while True:
         score = _transition(score_id, Status.IN_PROGRESS, within_capacity=True, started_at_us=now_us())
         if score is not None or not SessionScore.objects.filter(pk=score_id, status=Status.PENDING).exists():
             return score
+        llm.release_db_connection()  # a waiting job holds no connection either
         time.sleep(CAPACITY_POLL_S)
+
+
+def _serialize_capacity_claims() -> None:
+    """Make capacity-checked claims take turns, across every process and host.
+
+    Under PostgreSQL's READ COMMITTED, claims running at the same instant would
+    each count the scorings in progress before any of them commits, and all
+    pass. A transaction-scoped advisory lock queues them; it is released at
+    commit. SQLite needs nothing: IMMEDIATE transactions already take turns.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CAPACITY_CLAIM_LOCK_KEY])
 
 
 def _record_progress(score: SessionScore, phase: str) -> None:
     with transaction.atomic():
-        events.record(events.PROGRESS, score, phase=phase)
+        # Not after the score was failed meanwhile (worker shutdown, orphan cleanup).
+        if SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).exists():
+            events.record(events.PROGRESS, score, phase=phase)
 
 
 def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None:
@@ -260,6 +285,7 @@ def _transition(
         with transaction.atomic():
             movable = SessionScore.objects.filter(pk=score_id, status__in=sources)
             if within_capacity:
+                _serialize_capacity_claims()
                 movable = movable.annotate(in_progress=selectors.in_progress_count_subquery()).filter(
                     in_progress__lt=settings.SCORING_MAX_IN_FLIGHT
                 )

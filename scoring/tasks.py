@@ -3,7 +3,7 @@
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
-from scoring import runtime, services
+from scoring import events, runtime, services
 
 CLEANUP_SCHEDULE_NAME = "cleanup-orphaned-scorings"
 # The judge job bounds itself (SCORING_JOB_TIMEOUT_S); django-q2's hard stop
@@ -27,6 +27,9 @@ def run_scoring(score_id: str) -> None:
 
 
 def cleanup_orphans() -> int:
+    """The minutely cleanup: fail orphaned scorings, and prune expired events (so
+    they are pruned even where no WebSocket client ever starts a web process's relay)."""
+    events.prune()
     return services.expire_stale_scorings()
 
 

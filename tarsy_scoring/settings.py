@@ -301,6 +301,9 @@ SCORING_EVENT_RETENTION_S = env_number("SCORING_EVENT_RETENTION_S", 86400, int)
 # Without Redis, each web process polls the events table this often to relay
 # events written by worker processes to its WebSocket clients.
 SCORING_EVENT_RELAY_POLL_S = env_number("SCORING_EVENT_RELAY_POLL_S", 0.2)
+# With REDIS_URL: how often each WebSocket connection rejoins its groups and sends
+# stored events it missed (a Redis restart forgets groups; see scoring/consumers.py).
+SCORING_EVENT_RESYNC_S = env_number("SCORING_EVENT_RESYNC_S", 2.0)
 # How often each web process prunes old events.
 SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)
 

@@ -14,7 +14,8 @@ from django.db import transaction
 
 from scoring import events
 from scoring.models import ScoringEvent
-from scoring.relay import GAP_GRACE_S, EventRelay, latest_event_id
+from scoring.relay import GAP_GRACE_S, EventRelay
+from scoring.selectors import latest_event_id
 from tests.support.factories import make_score, make_session
 from tests.support.servers import free_port
 

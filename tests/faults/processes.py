@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.support.servers import REPO_DIR, free_port, wait_for_log
+from tests.support.servers import REPO_DIR, free_port, stop_process, wait_for_log
 
 
 class WebProcess:
@@ -39,13 +39,8 @@ class WebProcess:
         return self
 
     def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            stop_process(self.process)
 
 
 class RedisProcess:

@@ -85,6 +85,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, timeout_s: float = 10) -> None:
+    """SIGTERM a child process; SIGKILL it if it has not exited within ``timeout_s``."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def wait_for_log(
     log: Path, pattern: str, process: subprocess.Popen, timeout_s: float = START_TIMEOUT_S
 ) -> re.Match:
@@ -131,12 +143,7 @@ class DaphneServer:
         self.http_url = f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 @pytest.fixture
