@@ -213,8 +213,12 @@ def find_injection_attempts(session) -> list[str]:
     ``MAX_WARNINGS`` are listed, then a count of the rest.
     """
     first_seen: dict[tuple[str, str], str] = {}
+    scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
     for name in SESSION_FIELDS:
         for path, text in _strings(getattr(session, name, None), name):
+            if text in scanned:
+                continue
+            scanned.add(text)
             for kind, snippet in scan_text(text):
                 snippet = _clip(snippet)
                 first_seen.setdefault((kind, snippet.lower()), f"{kind} in {path}: {snippet!r}")
