@@ -45,12 +45,6 @@ from common import (
 FAKE_REPLY = "The investigation followed the evidence.\n\n70"
 SAMPLE = REPO / "scoring" / "samples" / "00_tarsy_example.json"
 POLL_S = 0.1
-# tests.support.fake_llm's main, with a listen backlog for hundreds of connections at once:
-# http.server's default (5) drops connection attempts beyond it, and each retry costs 1 s.
-FAKE_JUDGE_MAIN = (
-    "import http.server; http.server.ThreadingHTTPServer.request_queue_size = 1024; "
-    "from tests.support.fake_llm import main; main()"
-)
 
 
 # --- Setting up --------------------------------------------------------------------------------
@@ -66,8 +60,8 @@ def fake_judge(latency_s: float, log):
             [
                 PYTHON,
                 "-u",
-                "-c",
-                FAKE_JUDGE_MAIN,
+                "-m",
+                "tests.support.fake_llm",
                 "--port",
                 str(port),
                 "--reply",
@@ -109,14 +103,15 @@ def make_sessions(count: int) -> list[uuid.UUID]:
 
 def request_scorings(session_ids: list[uuid.UUID], threads: int = 1) -> None:
     """Request a scoring of each session, from ``threads`` threads at once (as concurrent
-    API requests would), through the service the API and score_sessions use."""
+    API requests would), through the service the API uses."""
     from django.db import connection
 
     from scoring import services
 
     def request(chunk: list[uuid.UUID]) -> None:
         try:
-            services.score_sessions(chunk, triggered_by="bench", force_rescore=False)
+            for session_id in chunk:
+                services.score_request(session_id=session_id, triggered_by="bench")
         finally:
             connection.close()  # this thread's
 

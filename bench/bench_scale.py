@@ -127,10 +127,14 @@ def measure_enqueue() -> dict:
 
     for model in (ScoringEvent, SessionScore, OrmQ):
         model.objects.all()._raw_delete(model.objects.db)
+    AlertSession.objects.update(
+        latest_score_id=None, latest_status=None, latest_total_score=None, latest_prompt_hash=None
+    )
     return {"score_sessions": enqueue_s, "bulk_create pending": bulk_s, "queued": queued}
 
 
 def give_scores() -> None:
+    from scoring import services
     from scoring.models import AlertSession, ScoringStatus, SessionScore
     from scoring.prompts import PROMPT_HASH
 
@@ -165,6 +169,7 @@ def give_scores() -> None:
             )
         )
     SessionScore.objects.bulk_create(scores, batch_size=1000)
+    services.copy_latest_scores(AlertSession.objects.values_list("session_id", flat=True))
 
 
 def measure_list(runs: int) -> dict:

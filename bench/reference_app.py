@@ -11,6 +11,7 @@ them side by side. The service's own URLs are untouched: the reference views
 are found through a per-request URLconf set here, only in this application.
 """
 
+import functools
 import time
 
 from django.core.handlers.asgi import ASGIHandler
@@ -19,12 +20,19 @@ from django.http import JsonResponse
 from django.urls import path
 from django.views.decorators.csrf import csrf_exempt
 
-from scoring.api.scores import ScoreSerializer
 from tarsy_scoring.asgi import application as service_application
 
 PREFIX = "/bench/reference/"
-# The stored fields of the API's score body (the API also computes current_prompt_used).
-SCORE_FIELDS = [name for name in ScoreSerializer.Meta.fields if name != "current_prompt_used"]
+
+
+@functools.cache
+def score_fields() -> list[str]:
+    """The stored fields of the API's score body (the API also computes current_prompt_used).
+    Looked up on first use: the models can be imported only once the ASGI application has set
+    Django up."""
+    from scoring.api.scores import ScoreSerializer
+
+    return [name for name in ScoreSerializer.Meta.fields if name != "current_prompt_used"]
 
 
 def score_row(session_id) -> dict | None:
@@ -33,7 +41,7 @@ def score_row(session_id) -> dict | None:
     return (
         SessionScore.objects.filter(session_id=session_id)
         .order_by("-scored_at_us")
-        .values(*SCORE_FIELDS)
+        .values(*score_fields())
         .first()
     )
 

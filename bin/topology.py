@@ -2,8 +2,9 @@
 
 Started by ``bin/topology`` (which sets up .venv and the server binaries first):
 a throwaway PostgreSQL, a Redis, N daphne web processes on consecutive ports
-and M judge worker clusters, all sharing DATABASE_URL and REDIS_URL as
-separate hosts would; optionally a fake judge LLM. It migrates, waits until
+(or each on a free port the system picks) and M judge worker clusters, all
+sharing DATABASE_URL and REDIS_URL as separate hosts would; optionally a fake
+judge LLM. It migrates, waits until
 every process answers, prints the URLs and the environment (and writes them to
 ``--env-file``), then stays in the foreground. Ctrl-C or SIGTERM stops
 everything it started. Logs are kept in ``<run dir>/logs``.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -57,19 +59,16 @@ def free_port() -> int:
 
 
 def web_ports(first: int, count: int) -> list[int]:
-    """``count`` consecutive free ports from ``first`` (0: wherever they are free)."""
-    if first:
-        ports = list(range(first, first + count))
-        busy = [port for port in ports if not port_is_free(port)]
-        if busy:
-            raise SystemExit(f"error: ports {busy} are in use; choose another --port (0 picks free ones)")
-        return ports
-    for _ in range(50):
-        start = free_port()
-        ports = list(range(start, start + count))
-        if all(port_is_free(port) for port in ports):
-            return ports
-    raise SystemExit("error: found no free range of ports for the web processes")
+    """``count`` consecutive free ports from ``first``; with ``first`` 0, 0 for each: a web
+    process then binds a port the system picks. (A port found free now could be taken,
+    by any outgoing connection, before the web process binds it, seconds later.)"""
+    if not first:
+        return [0] * count
+    ports = list(range(first, first + count))
+    busy = [port for port in ports if not port_is_free(port)]
+    if busy:
+        raise SystemExit(f"error: ports {busy} are in use; choose another --port (0 picks free ones)")
+    return ports
 
 
 def wait_until(
@@ -271,12 +270,21 @@ class Topology:
         wait_until(is_ready, f"worker cluster {index}", worker, log_file)
 
     def start_web(self, index: int, port: int, env: dict[str, str]) -> str:
-        log(f"starting web {index} on 127.0.0.1:{port}")
+        log(f"starting web {index} on 127.0.0.1:{port or '(a free port)'}")
         command = [
             sys.executable,
             *f"-m daphne -b 127.0.0.1 -p {port} tarsy_scoring.asgi:application".split(),
         ]
         web, log_file = self.spawn(f"web-{index}", command, env, WEB_STOP_TIMEOUT_S)
+        if not port:
+
+            def listening() -> re.Match | None:
+                return re.search(
+                    r"Listening on TCP address 127\.0\.0\.1:(\d+)", log_file.read_text(errors="replace")
+                )
+
+            wait_until(listening, f"web {index}", web, log_file)
+            port = int(listening().group(1))
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: answers_ok(f"{url}/healthz"), f"web {index}", web, log_file)
         return url

@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from scoring import rendering, selectors, services
+from scoring import batches, rendering, selectors, services
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
 from scoring.templatetags.scoring_ui import badge_html, is_current_criteria, us_datetime
 from scoring.templatetags.scoring_ui import duration as duration_text
@@ -97,7 +97,7 @@ class ReviewStateFilter(admin.SimpleListFilter):
 
 
 def outcome_message(outcome: dict[str, int]) -> str:
-    """One sentence for the counts of ``services.score_sessions``."""
+    """One sentence for the counts of ``batches.score_sessions``."""
     parts = [f"{outcome['queued']} queued for scoring"]
     if outcome["already_scored"]:
         parts.append(f"{outcome['already_scored']} already scored (use force re-score to score again)")
@@ -133,7 +133,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
         return super().media + BADGE_MEDIA
 
     def get_queryset(self, request):
-        return selectors.with_latest_score(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
+        return super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS)
 
     def get_search_results(self, request, queryset, search_term):
         return selectors.search_sessions(queryset, search_term), False
@@ -190,7 +190,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
         )
 
     def _request_scoring(self, request, queryset, *, force_rescore: bool):
-        outcome = services.score_sessions(
+        outcome = batches.score_sessions(
             list(queryset.values_list("session_id", flat=True)),
             triggered_by=request.user.get_username(),
             force_rescore=force_rescore,

@@ -7,11 +7,14 @@ those headers, so they are believed only from an address in
 """
 
 import ipaddress
+import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models.signals import post_delete, post_save
 from django.middleware.csrf import CsrfViewMiddleware
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
@@ -54,13 +57,41 @@ class _CsrfCheck(CsrfViewMiddleware):
         return reason
 
 
+# Proxy users are looked up once per process, then remembered this long, so that a
+# request costs no user query. A change made through the ORM in this process (a user
+# deleted, made staff, renamed) forgets them all at once; one made elsewhere is seen
+# within this time.
+PROXY_USER_MEMORY_S = 30.0
+_remembered_users: dict[str, tuple[float, list]] = {}  # username -> (until, row values)
+
+
 def proxy_user(username: str):
-    """The Django user for a proxy-authenticated name, created on first sight."""
-    user, created = get_user_model().objects.get_or_create(username=username)
+    """The Django user for a proxy-authenticated name, created on first sight.
+
+    Each call returns a new instance (Django caches permissions on the instance),
+    built from the remembered row when there is one.
+    """
+    user_model = get_user_model()
+    fields = [field.attname for field in user_model._meta.concrete_fields]
+    remembered = _remembered_users.get(username)
+    if remembered is not None and remembered[0] > time.monotonic():
+        return user_model.from_db(DEFAULT_DB_ALIAS, fields, remembered[1])
+    user, created = user_model.objects.get_or_create(username=username)
     if created:
         user.set_unusable_password()
         user.save(update_fields=["password"])
+    row = [getattr(user, name) for name in fields]
+    _remembered_users[username] = (time.monotonic() + PROXY_USER_MEMORY_S, row)
     return user
+
+
+def forget_proxy_users(**_) -> None:
+    """Drop every remembered proxy user (connected to the user model's saves and deletes)."""
+    _remembered_users.clear()
+
+
+post_save.connect(forget_proxy_users, sender=settings.AUTH_USER_MODEL, dispatch_uid="forget_on_save")
+post_delete.connect(forget_proxy_users, sender=settings.AUTH_USER_MODEL, dispatch_uid="forget_on_delete")
 
 
 class TrustedProxyAuthentication(BaseAuthentication):

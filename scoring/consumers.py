@@ -36,14 +36,18 @@ def request_meta(scope: dict) -> dict:
     return meta
 
 
-def origin_allowed(origin: str) -> bool:
-    """Whether a browser page from ``origin`` may open the socket (CSRF's rules)."""
+def origin_allowed(origin: str, host: str | None) -> bool:
+    """Whether a browser page from ``origin`` may open the socket, by the rules of
+    Django's CSRF origin check: a page served by this host (the handshake's Host,
+    port included, which must be an allowed host), or a CSRF_TRUSTED_ORIGINS entry."""
     if origin in settings.CSRF_TRUSTED_ORIGINS:
         return True
     parts = urlsplit(origin)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if parts.scheme not in ("http", "https") or not parts.netloc or host is None:
         return False
-    domain, _port = split_domain_port(parts.netloc)
+    if parts.netloc.lower() != host.lower():
+        return False
+    domain, _port = split_domain_port(host)
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
 
@@ -58,7 +62,7 @@ def refusal_code(scope: dict) -> int | None:
     """
     meta = request_meta(scope)
     origin = meta.get("HTTP_ORIGIN")
-    if origin is not None and not origin_allowed(origin):
+    if origin is not None and not origin_allowed(origin, meta.get("HTTP_HOST")):
         return CLOSE_FORBIDDEN_ORIGIN
     if proxy_username(meta) is not None:
         return None
@@ -211,11 +215,12 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             try:
                 for channel in list(self.subscriptions):
                     await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
-                    page, _ = await database_sync_to_async(events.events_after)(channel, self.checked_up_to[channel])
-                    for event in page:
-                        await self.send_event(event)
-                    if page:
-                        self.checked_up_to[channel] = page[-1]["id"]
+                marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
+                for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
+                    await self.send_event(event)
+                    for channel in channels:
+                        if channel in self.checked_up_to:
+                            self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
             except Exception:  # Redis or the database is down: try again next time
                 logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
 

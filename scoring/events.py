@@ -14,18 +14,23 @@ A client that missed events (disconnected, or the layer was down) replays them
 from the table with the WebSocket ``catchup`` action.
 """
 
+import asyncio
 import logging
+import os
+import threading
 import time
 import uuid
 
-from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import transaction
+from django.db.models import Q
 
 from scoring.models import ScoringEvent
 
 logger = logging.getLogger(__name__)
+# A publish runs in the committing thread (after commit): bound its wait on Redis.
+PUBLISH_TIMEOUT_S = 5.0
 
 STARTED, PROGRESS, COMPLETED, FAILED = (
     "scoring.started",
@@ -144,27 +149,47 @@ async def send_to_groups(layer, event: ScoringEvent) -> None:
         await layer.group_send(group_name(channel), message)
 
 
+class _Publisher:
+    """This process's event loop for publishing, on a thread of its own.
+
+    channels-redis keeps its Redis connections per event loop, so publishing
+    each event from a fresh loop (``async_to_sync``) would connect to Redis
+    every time: tens of milliseconds per event, in series when one commit
+    publishes many (a worker claiming a batch of scores).
+    """
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="scoring-event-publisher", daemon=True).start()
+
+    def send(self, event: ScoringEvent) -> None:
+        sending = asyncio.run_coroutine_threadsafe(send_to_groups(get_channel_layer(), event), self.loop)
+        sending.result(PUBLISH_TIMEOUT_S)
+
+
+_publisher: _Publisher | None = None
+_publisher_lock = threading.Lock()
+
+
+def _this_process_publisher() -> _Publisher:
+    global _publisher
+    with _publisher_lock:
+        # A forked worker process inherits the object but not its thread.
+        if _publisher is None or _publisher.pid != os.getpid():
+            _publisher = _Publisher()
+        return _publisher
+
+
 def publish(event: ScoringEvent) -> None:
     """Send a committed event to its groups. A failure is logged, not raised:
-    the event is stored and marked, and the relays publish it again later
-    (a client that stayed connected through the outage would otherwise never
-    see it: catching up from the newest id it saw skips it)."""
+    the event is stored, and each WebSocket connection resyncs its channels
+    from the table (``ScoringEventsConsumer.resync_forever``), so a client that
+    stays connected through a Redis outage still gets it."""
     try:
-        async_to_sync(send_to_groups)(get_channel_layer(), event)
+        _this_process_publisher().send(event)
     except Exception:
-        logger.exception("could not publish scoring event %s; it will be published again", event.id)
-        try:
-            ScoringEvent.objects.filter(pk=event.pk).update(publish_failed=True)
-        except DatabaseError:  # runs after commit: raising here would undo nothing
-            logger.exception("could not mark scoring event %s for publishing again; catchup still has it", event.id)
-
-
-def failed_publications(limit: int = CATCHUP_PAGE_SIZE) -> list[ScoringEvent]:
-    return list(ScoringEvent.objects.filter(publish_failed=True).order_by("id")[:limit])
-
-
-def mark_published(event_ids: list[int]) -> None:
-    ScoringEvent.objects.filter(pk__in=event_ids).update(publish_failed=False)
+        logger.exception("could not publish scoring event %s; connections will resync it from the table", event.id)
 
 
 def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) -> tuple[list[dict], bool]:
@@ -179,6 +204,22 @@ def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) ->
         events = events.filter(session_id=channel[len(SESSION_CHANNEL_PREFIX) :])
     page = list(events.order_by("id")[: limit + 1])
     return [payload(event) for event in page[:limit]], len(page) > limit
+
+
+def events_above_marks(marks: dict[str, int], limit: int = CATCHUP_PAGE_SIZE) -> list[tuple[dict, list[str]]]:
+    """Stored events of the channels in ``marks`` with ids above each channel's
+    mark, oldest first, at most ``limit``, each with its channels: one query for
+    any number of channels."""
+    if not marks:
+        return []
+    wanted = Q()
+    for channel, mark in marks.items():
+        if channel == SESSIONS_CHANNEL:
+            wanted |= Q(on_sessions_channel=True, id__gt=mark)
+        else:
+            wanted |= Q(session_id=channel[len(SESSION_CHANNEL_PREFIX) :], id__gt=mark)
+    rows = ScoringEvent.objects.filter(wanted).order_by("id")[:limit]
+    return [(payload(event), channels_of(event)) for event in rows]
 
 
 def prune(now=None) -> int:

@@ -51,9 +51,25 @@ def _now_us() -> int:
 
 
 def check_database() -> str:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-        cursor.fetchone()
+    pool = getattr(connection, "pool", None)  # PostgreSQL's, unless DB_POOL_MAX_SIZE=0
+    if pool is None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+        return f"{connection.vendor} answers"
+    # A query would wait DB_POOL_TIMEOUT_S for a connection while the pool retries in
+    # the background (logging each failure); the check waits no longer than it may take.
+    from psycopg_pool import PoolTimeout
+
+    timeout_s = 0.8 * settings.READINESS_CHECK_TIMEOUT_S  # to answer before readiness gives up
+    pool.open()
+    try:
+        with pool.connection(timeout=timeout_s) as pooled:
+            pooled.execute("SELECT 1")
+    except PoolTimeout:
+        raise CheckFailed(
+            f"no database connection within {timeout_s:g} s (the process log names the connection errors)"
+        ) from None
     return f"{connection.vendor} answers"
 
 

@@ -129,7 +129,7 @@ FAILURE_REASONS = (
     ("no judge model configured", "not_configured"),
     ("worker shut down", "worker_shutdown"),
     ("orphaned:", "orphaned"),
-    ("could not queue the judge job", "queue_error"),
+    ("database error", "database_error"),
     ("unexpected error", "unexpected"),
 )
 OTHER_REASON = "other"
@@ -312,7 +312,11 @@ def queue_families():
     except Exception:  # a broker outage must not fail the whole scrape; /readyz reports it
         logger.warning("could not read the judge job queue's length", exc_info=True)
         return
-    yield GaugeMetricFamily(f"{PREFIX}_queue_depth", "Judge jobs waiting in the broker for a worker.", depth)
+    yield GaugeMetricFamily(
+        f"{PREFIX}_queue_depth",
+        "Tasks waiting in the broker; the scoring backlog is scorings_active{status=pending}.",
+        depth,
+    )
 
 
 class DatabaseCollector:

@@ -53,12 +53,24 @@ class AlertSession(models.Model):
     investigation_bytes = models.BigIntegerField(default=0)
     imported_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # A copy of the newest score's id, status, total and prompt hash (null: never
+    # scored), written in the same transaction as every change to a score
+    # (services.copy_latest_scores), so that the session lists filter and sort on
+    # indexed columns of this table instead of a subquery per session.
+    latest_score_id = models.UUIDField(null=True, blank=True, editable=False)
+    latest_status = models.CharField(max_length=50, null=True, blank=True, editable=False)
+    latest_total_score = models.IntegerField(null=True, blank=True, editable=False)
+    latest_prompt_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
     HEAVY_FIELDS = ("stages", "session_level_interactions")
 
     class Meta:
         db_table = "alert_sessions"
         ordering = ["-started_at_us"]
+        indexes = [
+            models.Index(fields=["latest_total_score", "started_at_us"], name="ix_alert_sessions_latest_tot"),
+            models.Index(fields=["latest_status", "started_at_us"], name="ix_alert_sessions_latest_st"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.alert_type} {self.session_id}"
@@ -199,9 +211,6 @@ class ScoringEvent(models.Model):
     timestamp_us = models.BigIntegerField()
     # Type-specific fields (total_score, error_message, phase).
     fields = models.JSONField(default=dict)
-    # Set when publishing to a cross-process layer failed (Redis down): the web
-    # processes' relays publish it again once the layer is back.
-    publish_failed = models.BooleanField(default=False, db_index=True)
 
     class Meta:
         db_table = "scoring_events"

@@ -4,8 +4,8 @@ The in-memory channel layer does not cross processes, so without Redis an
 event recorded by a worker process would never reach the browsers connected to
 a web process. The relay closes that gap: it polls the events table for rows it
 has not seen and publishes them to this process's layer. With a cross-process
-layer ``scoring.events.record`` publishes directly, and the relay publishes
-again the events whose publication failed (the layer was down), and prunes.
+layer ``scoring.events.record`` publishes directly (each WebSocket connection
+resyncs from the table what did not arrive), and the relay only prunes.
 
 One relay runs per event loop (one per process under daphne); the first
 WebSocket connection starts it.
@@ -63,8 +63,6 @@ class EventRelay:
         while True:
             if self.relaying:
                 await self.guarded(self.relay_new_events)
-            else:
-                await self.guarded(self.republish_failed_events)
             if loop.time() >= next_prune:
                 await self.guarded(database_sync_to_async(events.prune))
                 next_prune = loop.time() + settings.SCORING_EVENT_PRUNE_INTERVAL_S
@@ -90,19 +88,6 @@ class EventRelay:
             self.expire_gaps()
             if len(rows) < BATCH_SIZE:
                 return
-
-    @staticmethod
-    async def republish_failed_events() -> None:
-        """With a cross-process layer: publish again the events whose first
-        publication failed. Several web processes may both send one; clients
-        drop an id they already have."""
-        rows = await database_sync_to_async(events.failed_publications)()
-        if not rows:
-            return
-        layer = get_channel_layer()
-        for row in rows:
-            await events.send_to_groups(layer, row)
-        await database_sync_to_async(events.mark_published)([row.id for row in rows])
 
     def mark_seen(self, event_id: int) -> None:
         if self.gaps.pop(event_id, None) is not None or event_id <= self.after_id:

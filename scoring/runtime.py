@@ -1,12 +1,18 @@
-"""Many judge jobs at once inside one worker process.
+"""Many judge jobs at once inside one worker process, pulled from the database.
 
 A judge job spends nearly all of its 10-60 s waiting on the LLM over the
 network. Running one job per worker process would take hundreds of processes
 (each ~100 MB) for hundreds of scorings in flight, so each worker process runs
-up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead: the django-q2
-task only waits for a free slot, hands the job to a thread and returns, and
-the process takes its next task at once. Threads wait on the network with the
-GIL released, and hold no database connection while they wait (see llm.py).
+up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
+on the network with the GIL released, and hold no database connection while
+they wait (see llm.py).
+
+The pending row is the job. Whenever slots are free, the process's dispatcher
+thread claims as many of the oldest pending scores (within the global limit)
+and hands each to a thread. The django-q2 wake-up tasks queued when new scores
+commit only wake a dispatcher; dispatchers also look every ``SCORING_WORKER_POLL_S``. So a process
+whose slots are all busy never holds work that another process could start,
+and a score is run even if its wake-up was lost (Redis has no receipts).
 
 SIGTERM to a worker process fails every job it holds with "worker shut down"
 (and so sends their events), then ends the process at once: waiting for the
@@ -29,32 +35,60 @@ logger = logging.getLogger(__name__)
 
 
 class JudgeRuntime:
-    def __init__(self, slots: int):
+    def __init__(self, slots: int, poll_s: float):
         self.slots = slots
+        self.poll_s = poll_s
         self._free_slots = threading.BoundedSemaphore(slots)
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="judge")
+        self._wake = threading.Event()
         self._lock = threading.Lock()
         self._held: set[str] = set()
+        self._dispatcher = threading.Thread(target=self._dispatch_forever, name="judge-dispatcher", daemon=True)
 
-    def submit(self, score_id: str) -> None:
-        """Run the judge job of ``score_id`` on a thread, once a slot is free."""
-        self._free_slots.acquire()
-        with self._lock:
-            self._held.add(score_id)
-        self._pool.submit(self._run, score_id)
+    def start(self) -> None:
+        self._dispatcher.start()
+
+    def wake(self) -> None:
+        """Look for pending scores now rather than at the next poll."""
+        self._wake.set()
 
     def held(self) -> list[str]:
         with self._lock:
             return sorted(self._held)
 
-    def _run(self, score_id: str) -> None:
+    def _dispatch_forever(self) -> None:
+        while True:
+            self._free_slots.acquire()
+            free = 1
+            while self._free_slots.acquire(blocking=False):
+                free += 1
+            scores = self._claim(free)
+            for _ in range(free - len(scores)):
+                self._free_slots.release()
+            for score in scores:
+                with self._lock:
+                    self._held.add(str(score.score_id))
+                self._pool.submit(self._run, score)
+            if len(scores) < free:  # nothing more pending, or the global limit is reached
+                connection.close()  # hold no connection while idle
+                self._wake.wait(self.poll_s)
+                self._wake.clear()
+
+    def _claim(self, limit: int) -> list:
         try:
-            services.score_run(score_id)
-        except Exception:  # score_run records its own failures; this is a last resort
-            logger.exception("judge job for score %s crashed", score_id)
+            return services.claim_pending_scores(limit)
+        except Exception:  # the database is away; the dispatcher must outlive it
+            logger.exception("could not claim pending scores; trying again in %s s", self.poll_s)
+            return []
+
+    def _run(self, score) -> None:
+        try:
+            services.run_claimed_score(score)
+        except Exception:  # run_claimed_score records its own failures; this is a last resort
+            logger.exception("judge job for score %s crashed", score.score_id)
         finally:
             with self._lock:
-                self._held.discard(score_id)
+                self._held.discard(str(score.score_id))
             connection.close()  # this thread's; threads are reused for other jobs
             self._free_slots.release()
 
@@ -81,11 +115,12 @@ _runtime_lock = threading.Lock()
 
 
 def get_runtime() -> JudgeRuntime:
-    """This process's runtime, created (and its SIGTERM handler set) on first use."""
+    """This process's runtime, started (and its SIGTERM handler set) on first use."""
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = JudgeRuntime(settings.SCORING_CONCURRENCY_PER_WORKER)
+            _runtime = JudgeRuntime(settings.SCORING_CONCURRENCY_PER_WORKER, settings.SCORING_WORKER_POLL_S)
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, _runtime.shut_down)
+            _runtime.start()
         return _runtime

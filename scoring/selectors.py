@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField, Value
+from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField
 from django.db.models.functions import Cast, Coalesce
 
 from scoring.models import (
@@ -57,17 +57,36 @@ def latest_score(session_id) -> SessionScore | None:
     return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").first()
 
 
-def in_progress_count_subquery():
-    """The number of scorings in progress, as an expression for use inside a query."""
-    in_progress = (
-        SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS)
-        .order_by()
-        .annotate(all_rows=Value(1))
-        .values("all_rows")
-        .annotate(count=Count("pk"))
-        .values("count")
-    )
-    return Coalesce(Subquery(in_progress), 0)
+def latest_score_columns() -> dict:
+    """AlertSession's copy of its newest score (``latest_*`` columns), as expressions that
+    read it from the scores table, for an UPDATE of the sessions."""
+    newest = SessionScore.objects.filter(session=OuterRef("pk")).order_by("-scored_at_us")
+    return {
+        "latest_score_id": Subquery(newest.values("score_id")[:1]),
+        "latest_status": Subquery(newest.values("status")[:1]),
+        "latest_total_score": Subquery(newest.values("total_score")[:1]),
+        "latest_prompt_hash": Subquery(newest.values("prompt_hash")[:1]),
+    }
+
+
+def is_orphaned(score: SessionScore, *, now_us: int) -> bool:
+    """Whether an active score is past the limit after which ``stale_scorings`` lists it."""
+    if score.status == ScoringStatus.IN_PROGRESS:
+        return score.started_at_us < now_us - int(settings.SCORING_JOB_TIMEOUT_S * 1_000_000)
+    if score.status == ScoringStatus.PENDING:
+        return score.scored_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
+    return False
+
+
+def oldest_pending_score_ids(limit: int) -> list:
+    """The ``limit`` pending scores requested first (a pending row keeps
+    started_at_us = requested, so the (status, started_at_us) index serves this)."""
+    pending = SessionScore.objects.filter(status=ScoringStatus.PENDING).order_by("started_at_us", "score_id")
+    return list(pending.values_list("score_id", flat=True)[:limit])
+
+
+def in_progress_count() -> int:
+    return SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS).count()
 
 
 def active_score(session_id) -> SessionScore | None:
@@ -110,14 +129,8 @@ def sessions_to_score(
     session matches; with some, a session matches if any of them holds for it:
     it has no score, its score was made under other criteria, or it failed.
     """
-    newest = SessionScore.objects.filter(session=OuterRef("pk")).order_by("-scored_at_us")
-    sessions = (
-        AlertSession.objects.filter(status__in=SessionStatus.terminal_values())
-        .defer(*AlertSession.HEAVY_FIELDS)
-        .annotate(
-            latest_status=Subquery(newest.values("status")[:1]),
-            latest_prompt_hash=Subquery(newest.values("prompt_hash")[:1]),
-        )
+    sessions = AlertSession.objects.filter(status__in=SessionStatus.terminal_values()).defer(
+        *AlertSession.HEAVY_FIELDS
     )
     if since_us is not None:
         sessions = sessions.filter(started_at_us__gte=since_us)
@@ -193,24 +206,13 @@ SCORE_STATES = {
 
 
 def score_state_q(state: str) -> Q:
-    """Sessions (annotated by ``with_latest_score``) whose newest score is in ``state``."""
+    """Sessions whose newest score is in ``state``."""
     return {
         "not_scored": Q(latest_status__isnull=True),
         "scoring": Q(latest_status__in=ScoringStatus.active_values()),
         "failed": Q(latest_status=ScoringStatus.FAILED),
         "scored": Q(latest_status=ScoringStatus.COMPLETED),
     }[state]
-
-
-def with_latest_score(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession]:
-    """Annotate each session with its newest score's id, status, total and prompt hash."""
-    newest = SessionScore.objects.filter(session=OuterRef("pk")).order_by("-scored_at_us")
-    return sessions.annotate(
-        latest_score_id=Subquery(newest.values("score_id")[:1]),
-        latest_status=Subquery(newest.values("status")[:1]),
-        latest_total_score=Subquery(newest.values("total_score")[:1]),
-        latest_prompt_hash=Subquery(newest.values("prompt_hash")[:1]),
-    )
 
 
 def search_sessions(sessions: QuerySet[AlertSession], term: str) -> QuerySet[AlertSession]:
@@ -245,13 +247,13 @@ def dashboard_sessions(
     search: str = "",
     sort: str = "-started",
 ) -> QuerySet[AlertSession]:
-    """The dashboard's session list: light columns, newest score annotated.
+    """The dashboard's session list: light columns, with the copy of each one's newest score.
 
     ``band`` selects sessions whose total (only completed scores have one) is in
     that band; ``obsolete`` True/False selects
     sessions whose newest score used other / the current criteria.
     """
-    sessions = with_latest_score(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
+    sessions = AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS)
     if state:
         sessions = sessions.filter(score_state_q(state))
     if band:

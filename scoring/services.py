@@ -8,6 +8,7 @@ sent after commit.
 """
 
 import logging
+import math
 import time
 from decimal import Decimal
 
@@ -38,7 +39,6 @@ _ALLOWED_TRANSITIONS = {
 }
 _EVENT_FOR_STATUS = {Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
-CAPACITY_POLL_S = 1.0
 # Any constant bigint; names the advisory lock that capacity-checked claims queue on.
 CAPACITY_CLAIM_LOCK_KEY = 0x7A55C0
 WORKER_SHUT_DOWN = "worker shut down"
@@ -94,9 +94,11 @@ def score_request(*, session_id, triggered_by: str, force_rescore: bool = False)
     (pending / in_progress) score is returned as it is, or refused with
     ``ScoringInProgress`` when a re-score is forced; a finished score is
     returned unless ``force_rescore``; otherwise a new pending score is created
-    and its judge job queued after commit.
+    and a worker woken after commit. An active score past its time limit (its
+    worker died, or it was never picked up) is failed first: it never blocks a
+    new scoring for longer than that.
     """
-    session = AlertSession.objects.only("session_id", "status").filter(pk=session_id).first()
+    session = AlertSession.objects.only("status", "latest_score_id").filter(pk=session_id).first()
     if session is None:
         raise SessionNotFound(f"session {session_id} not found")
     if not session.is_terminal:
@@ -104,118 +106,153 @@ def score_request(*, session_id, triggered_by: str, force_rescore: bool = False)
             f"session {session_id} is {session.status}; only finished sessions "
             f"({', '.join(SessionStatus.terminal_values())}) can be scored"
         )
-    expire_stale_scorings(session_id=session_id)
-    with transaction.atomic():
+    # The session row's copy of its newest score says whether there is one to read.
+    latest = selectors.latest_score(session_id) if session.latest_score_id is not None else None
+    if latest is not None and selectors.is_orphaned(latest, now_us=now_us()):
+        expire_stale_scorings(session_id=session_id)
         latest = selectors.latest_score(session_id)
-        if latest is not None and latest.status in Status.active_values():
-            if force_rescore:
-                raise ScoringInProgress(latest)
-            return latest, False
-        if latest is not None and not force_rescore:
-            return latest, False
-        try:
-            # The partial unique index (one active score per session) settles
-            # races between concurrent requests; the savepoint keeps the outer
-            # transaction usable when this one loses.
-            with transaction.atomic():
-                score = _create_pending_score(session_id, triggered_by)
-        except IntegrityError:
-            winner = selectors.active_score(session_id)
-            if winner is None:
-                raise
-            if force_rescore:
-                raise ScoringInProgress(winner) from None
-            return winner, False
-        transaction.on_commit(lambda: _enqueue_or_fail(score))
+    if latest is not None and latest.status in Status.active_values():
+        if force_rescore:
+            raise ScoringInProgress(latest)
+        return latest, False
+    if latest is not None and not force_rescore:
+        return latest, False
+    record_criteria()
+    try:
+        # The partial unique index (one active score per session) settles races
+        # between concurrent requests.
+        with transaction.atomic():
+            score = pending_score(session_id, triggered_by, now_us())
+            score.save(force_insert=True)
+            copy_latest_scores([session_id])
+            transaction.on_commit(lambda: wake_workers(1))
+    except IntegrityError:
+        winner = selectors.active_score(session_id)
+        if winner is None:
+            raise
+        if force_rescore:
+            raise ScoringInProgress(winner) from None
+        return winner, False
     return score, True
 
 
-def _create_pending_score(session_id, triggered_by: str) -> SessionScore:
-    ScoringCriteria.objects.get_or_create(
-        prompt_hash=PROMPT_HASH,
-        defaults={"score_prompt": JUDGE_PROMPT_SCORE, "followup_prompt": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
-    )
-    requested_at = now_us()
-    return SessionScore.objects.create(
+def pending_score(session_id, triggered_by: str, requested_at_us: int) -> SessionScore:
+    """A new pending score of the session, not saved yet."""
+    return SessionScore(
         session_id=session_id,
         prompt_hash=PROMPT_HASH,
         score_triggered_by=triggered_by[:255],
-        scored_at_us=requested_at,
-        started_at_us=requested_at,
+        scored_at_us=requested_at_us,
+        started_at_us=requested_at_us,
         status=Status.PENDING,
     )
 
 
-def _enqueue_or_fail(score: SessionScore) -> None:
+# Prompt hashes whose criteria row this process has written (rows are never deleted).
+_recorded_criteria: set[str] = set()
+
+
+def record_criteria() -> None:
+    """Store the current judge prompts under their hash (the criteria history), once per process."""
+    if PROMPT_HASH in _recorded_criteria:
+        return
+    current = ScoringCriteria(
+        prompt_hash=PROMPT_HASH,
+        score_prompt=JUDGE_PROMPT_SCORE,
+        followup_prompt=JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    )
+    ScoringCriteria.objects.bulk_create([current], ignore_conflicts=True)
+    _recorded_criteria.add(PROMPT_HASH)
+
+
+def copy_latest_scores(session_ids) -> None:
+    """Copy each session's newest score onto its row (``AlertSession.latest_*``).
+
+    Called in the transaction of every change to a score, so the copy that the
+    session lists filter and sort on is never stale.
+    """
+    AlertSession.objects.filter(pk__in=session_ids).update(**selectors.latest_score_columns())
+
+
+def wake_workers(new_scores: int) -> None:
+    """Queue wake-up tasks for ``new_scores`` new pending scores: one per worker
+    process's worth of slots, since a woken process claims as many as it has free
+    slots. In one transaction: with the database broker, one commit for all."""
     from scoring import tasks  # tasks imports this module
 
+    wake_ups = math.ceil(new_scores / settings.SCORING_CONCURRENCY_PER_WORKER)
     try:
-        tasks.enqueue_scoring(score.score_id)
-    except Exception as exc:  # the broker is down: say so rather than leave it pending
-        logger.exception("could not queue judge job for score %s", score.score_id)
-        try:
-            fail_scoring(score.score_id, f"could not queue the judge job: {exc}")
-            score.refresh_from_db()
-        except DatabaseError:  # the broker was the database, and it is down
-            logger.exception(
-                "could not record that score %s was not queued; the orphan cleanup fails it "
-                "after SCORING_PENDING_TIMEOUT_S",
-                score.score_id,
-            )
+        with transaction.atomic():
+            for _ in range(wake_ups):
+                tasks.enqueue_wake_up()
+    except Exception:
+        # The pending row is the job, and workers also look for pending rows every
+        # SCORING_WORKER_POLL_S: the scores still run, only that much later.
+        logger.warning(
+            "could not wake workers for %d new score(s); they will find them when they next poll",
+            new_scores,
+            exc_info=True,
+        )
 
 
 # --- Running a score (in a worker) ------------------------------------------------------
 
 
-def score_run(score_id) -> SessionScore | None:
-    """Run the judge job of a pending score to its end: completed or failed.
+def claim_pending_scores(limit: int) -> list[SessionScore]:
+    """pending -> in_progress for up to ``limit`` of the oldest pending scores,
+    as far as fewer than SCORING_MAX_IN_FLIGHT scorings stay in progress
+    across all workers; returns those claimed (none when nothing is pending).
 
-    Returns None when the score was not pending (another run claimed it, or it
-    was already failed); that run does nothing, so a job delivered twice costs
-    no second judge conversation.
+    Claims take turns (see ``_serialize_capacity_claims``) and each counts the
+    scorings in progress inside its turn, so the limit is exact and no score is
+    claimed twice: a judge task delivered twice costs nothing. Claiming several
+    at once costs one turn and one commit, which matters when a batch starts.
     """
-    with log_context(score_id=str(score_id)):
-        score = _claim(score_id)
-        if score is None:
-            logger.info("score %s is not pending; nothing to do", score_id)
-            return None
-        with log_context(session_id=str(score.session_id)):
-            return _judge(score)
+    # Idle workers poll: a plain read first, so that polling takes no write lock.
+    if selectors.oldest_pending_score_ids(1) == []:
+        return []
+
+    def write() -> list[SessionScore]:
+        with transaction.atomic():
+            _serialize_capacity_claims()
+            room = min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+            if room <= 0:
+                return []
+            started_at_us = now_us()
+            claimed = (
+                _move(score_id, Status.IN_PROGRESS, started_at_us=started_at_us)
+                for score_id in selectors.oldest_pending_score_ids(room)
+            )
+            return [score for score in claimed if score is not None]
+
+    return _retrying_once(write, "claiming pending scores")
 
 
-def _judge(score: SessionScore) -> SessionScore | None:
-    deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
-    try:
-        session = AlertSession.objects.get(pk=score.session_id)
-        # Instruction-like text in the session is only flagged: the prompt fences
-        # session data in (injection.py), and the score comes from the judge's own last line.
-        SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(
-            warnings=injection.find_injection_attempts(session)
-        )
-        result = conversation.run_judge(
-            session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
-        )
-    except llm.JudgeLLMError as exc:
-        return fail_scoring(score.score_id, str(exc))
-    except Exception as exc:
-        logger.exception("judge job for score %s failed unexpectedly", score.score_id)
-        return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
-    return _complete(score.score_id, result)
-
-
-def _claim(score_id) -> SessionScore | None:
-    """pending -> in_progress, once fewer than SCORING_MAX_IN_FLIGHT scorings are
-    in progress across all workers; None if the score is no longer pending.
-
-    The limit is checked inside the claiming UPDATE, and claims that check it
-    run one at a time (see ``_serialize_capacity_claims``), so it is exact.
-    """
-    while True:
-        score = _transition(score_id, Status.IN_PROGRESS, within_capacity=True, started_at_us=now_us())
-        if score is not None or not SessionScore.objects.filter(pk=score_id, status=Status.PENDING).exists():
-            return score
-        llm.release_db_connection()  # a waiting job holds no connection either
-        time.sleep(CAPACITY_POLL_S)
+def run_claimed_score(score: SessionScore) -> SessionScore | None:
+    """Run the judge conversation of a claimed score to its end: completed or failed."""
+    with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
+        deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
+        try:
+            session = AlertSession.objects.get(pk=score.session_id)
+            # The scan is CPU work: let the process's other jobs use the connection meanwhile.
+            llm.release_db_connection()
+            # Instruction-like text in the session is only flagged: the prompt fences
+            # session data in (injection.py), and the score comes from the judge's own last line.
+            warnings = injection.find_injection_attempts(session)
+            SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(warnings=warnings)
+            llm.release_db_connection()  # and while the prompt is rendered
+            result = conversation.run_judge(
+                session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
+            )
+        except llm.JudgeLLMError as exc:
+            return fail_scoring(score.score_id, str(exc))
+        except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
+            logger.exception("judge job for score %s lost the database", score.score_id)
+            return fail_scoring(score.score_id, f"database error: {type(exc).__name__}: {exc}")
+        except Exception as exc:
+            logger.exception("judge job for score %s failed unexpectedly", score.score_id)
+            return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
+        return _complete(score.score_id, result)
 
 
 def _serialize_capacity_claims() -> None:
@@ -232,10 +269,15 @@ def _serialize_capacity_claims() -> None:
 
 
 def _record_progress(score: SessionScore, phase: str) -> None:
-    with transaction.atomic():
-        # Not after the score was failed meanwhile (worker shutdown, orphan cleanup).
-        if SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).exists():
-            events.record(events.PROGRESS, score, phase=phase)
+    try:
+        with transaction.atomic():
+            # Not after the score was failed meanwhile (worker shutdown, orphan cleanup).
+            if SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).exists():
+                events.record(events.PROGRESS, score, phase=phase)
+    except DatabaseError:
+        # Progress is informative; a database restart must not cost the judge's work.
+        logger.warning("could not record progress %r of score %s; going on", phase, score.score_id, exc_info=True)
+        connection.close()
 
 
 def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None:
@@ -268,37 +310,38 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
     )
 
 
-def _transition(
-    score_id, to_status: str, *, event_fields: dict | None = None, within_capacity: bool = False, **values
-) -> SessionScore | None:
+def _transition(score_id, to_status: str, *, event_fields: dict | None = None, **values) -> SessionScore | None:
     """Move a score to ``to_status`` if the move is allowed from its current
-    status (and, with ``within_capacity``, if fewer than SCORING_MAX_IN_FLIGHT
-    scorings are in progress), store the event that reports it, and return the
-    updated score. Returns None (and changes nothing) otherwise.
+    status, and store the event that reports it; return the updated score, or
+    None (changing nothing) if the move is not allowed.
 
     A failed database write is retried once on a fresh connection, so a
     database restart mid-job does not strand the score.
     """
-    sources = [source for source, targets in _ALLOWED_TRANSITIONS.items() if to_status in targets]
 
     def write() -> SessionScore | None:
         with transaction.atomic():
-            movable = SessionScore.objects.filter(pk=score_id, status__in=sources)
-            if within_capacity:
-                _serialize_capacity_claims()
-                movable = movable.annotate(in_progress=selectors.in_progress_count_subquery()).filter(
-                    in_progress__lt=settings.SCORING_MAX_IN_FLIGHT
-                )
-            if not movable.update(status=to_status, **values):
-                return None
-            score = SessionScore.objects.get(pk=score_id)
-            events.record(_EVENT_FOR_STATUS[to_status], score, **(event_fields or {}))
-            return score
+            return _move(score_id, to_status, event_fields=event_fields, **values)
 
+    return _retrying_once(write, f"writing score {score_id} as {to_status}")
+
+
+def _move(score_id, to_status: str, *, event_fields: dict | None = None, **values) -> SessionScore | None:
+    """``_transition``'s write, inside the caller's transaction."""
+    sources = [source for source, targets in _ALLOWED_TRANSITIONS.items() if to_status in targets]
+    if not SessionScore.objects.filter(pk=score_id, status__in=sources).update(status=to_status, **values):
+        return None
+    score = SessionScore.objects.get(pk=score_id)
+    copy_latest_scores([score.session_id])
+    events.record(_EVENT_FOR_STATUS[to_status], score, **(event_fields or {}))
+    return score
+
+
+def _retrying_once(write, what: str):
     try:
         return write()
     except DatabaseError as exc:
-        logger.warning("writing score %s as %s failed (%s); retrying once", score_id, to_status, exc)
+        logger.warning("%s failed (%s); retrying once", what, exc)
         time.sleep(DB_RETRY_DELAY_S)
         close_old_connections()
         return write()
@@ -319,32 +362,6 @@ def expire_stale_scorings(*, session_id=None, include_all: bool = False, older_t
         session_id=session_id, include_all=include_all, older_than_s=older_than_s, now_us=now_us()
     )
     return sum(fail_scoring(score_id, reason) is not None for score_id, reason in stale)
-
-
-# --- Batches -------------------------------------------------------------------------------
-
-
-def score_sessions(session_ids, *, triggered_by: str, force_rescore: bool) -> dict[str, int]:
-    """Request scoring for many sessions through ``score_request``; count the outcomes."""
-    outcome = {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 0}
-    for session_id in session_ids:
-        try:
-            score, created = score_request(
-                session_id=session_id, triggered_by=triggered_by, force_rescore=force_rescore
-            )
-        except ScoringInProgress:
-            outcome["in_progress"] += 1
-            continue
-        except (SessionNotFound, SessionNotScorable):
-            outcome["not_scorable"] += 1
-            continue
-        if created:
-            outcome["queued"] += 1
-        elif score.status in Status.active_values():
-            outcome["in_progress"] += 1
-        else:
-            outcome["already_scored"] += 1
-    return outcome
 
 
 # --- Human review ----------------------------------------------------------------------------

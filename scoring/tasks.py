@@ -1,29 +1,45 @@
 """django-q2 entry points for judge jobs. Thin: each calls one service."""
 
+import threading
+
+from django_q.brokers import get_broker
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
 from scoring import events, runtime, services
 
 CLEANUP_SCHEDULE_NAME = "cleanup-orphaned-scorings"
-# The judge job bounds itself (SCORING_JOB_TIMEOUT_S); django-q2's hard stop
-# would kill the whole worker process and every other job it runs.
-NO_TIME_LIMIT = -1
 
 
-def enqueue_scoring(score_id) -> None:
+_broker = None
+_broker_lock = threading.Lock()
+
+
+def _process_broker():
+    """This process's django-q2 broker, made on first use. ``async_task`` would make
+    a new one per task (for Redis, a new connection pool); both brokers (Redis, the
+    ORM) are safe to share between threads."""
+    global _broker
+    with _broker_lock:
+        if _broker is None:
+            _broker = get_broker()
+        return _broker
+
+
+def enqueue_wake_up() -> None:
     async_task(
-        "scoring.tasks.run_scoring",
-        str(score_id),
-        task_name=f"score-{score_id}",
+        "scoring.tasks.wake_judge_runtime",
+        task_name="wake-judge-runtime",
         group="scoring",
-        timeout=NO_TIME_LIMIT,
+        broker=_process_broker(),
     )
 
 
-def run_scoring(score_id: str) -> None:
-    """Hand the job to this worker process's judge runtime (waits for a free slot)."""
-    runtime.get_runtime().submit(score_id)
+def wake_judge_runtime() -> None:
+    """Wake the judge runtime of the worker process that runs this task: it claims
+    pending scores, oldest first, as long as it has free slots (runtime.py).
+    Returns at once."""
+    runtime.get_runtime().wake()
 
 
 def cleanup_orphans() -> int:

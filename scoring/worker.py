@@ -20,7 +20,7 @@ from django.dispatch import receiver
 from django_q.cluster import Cluster
 from django_q.signals import post_spawn
 
-from scoring import health, llm
+from scoring import health, llm, runtime
 
 logger = logging.getLogger(__name__)
 
@@ -32,9 +32,11 @@ HEARTBEAT_INTERVAL_S = 10.0
 
 
 @receiver(post_spawn)
-def preload_judge_client(sender, proc_name, **kwargs) -> None:
-    """In each new worker process, load the LLM client before any job needs it."""
+def start_judge_runtime(sender, proc_name, **kwargs) -> None:
+    """In each new worker process, load the LLM client, then start taking pending
+    scores: a backlog left from before the start runs without any new task."""
     llm.preload()
+    runtime.get_runtime()
 
 
 def run_cluster() -> None:

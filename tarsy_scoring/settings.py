@@ -132,8 +132,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
     }
 else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE_S", 60, int)
+    # Django gives each ASGI request's sync code a thread of its own, so a kept
+    # (CONN_MAX_AGE) connection is never reused there: every request would open one.
+    # A per-process pool hands connections to whichever thread asks; with health
+    # checks on, the pool checks a connection before handing it out.
+    _pool_max_size = env_number("DB_POOL_MAX_SIZE", 10, int)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    if _pool_max_size > 0:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django's pool requires it
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(env_number("DB_POOL_MIN_SIZE", 2, int), _pool_max_size),
+            "max_size": _pool_max_size,
+            # How long a thread waits for a free connection before its query fails.
+            "timeout": env_number("DB_POOL_TIMEOUT_S", 10.0),
+        }
+    else:
+        DATABASES["default"]["CONN_MAX_AGE"] = env_number("DB_CONN_MAX_AGE_S", 60, int)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis (unset = single-machine defaults) --------------------------------------
@@ -229,23 +243,23 @@ SCORING_JOB_TIMEOUT_S = env_number("SCORING_JOB_TIMEOUT_S", 900, int)
 SCORING_WORKERS = env_number("SCORING_WORKERS", 2, int)
 SCORING_CONCURRENCY_PER_WORKER = env_number("SCORING_CONCURRENCY_PER_WORKER", 20, int)
 SCORING_MAX_IN_FLIGHT = env_number("SCORING_MAX_IN_FLIGHT", 200, int)
+# How often a worker process with free slots looks for pending scores when no
+# wake-up task arrives (the pending row is the job: runtime.py).
+SCORING_WORKER_POLL_S = env_number("SCORING_WORKER_POLL_S", 1.0, float)
 # A pending row that no worker has claimed after this long is marked failed.
 SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
 
 Q_CLUSTER = {
     "name": "tarsy-scoring",
     "workers": SCORING_WORKERS,
-    # For short tasks (the orphan cleanup). Judge tasks are queued without a
-    # time limit: they return as soon as a thread takes the job (runtime.py).
+    # Every task is short: the orphan cleanup, and judge wake-ups that return at
+    # once (the judge job itself runs on a thread of the worker process, bounded
+    # by SCORING_JOB_TIMEOUT_S; runtime.py).
     "timeout": 300,
     # The broker hands a task out again if it is not acknowledged within
-    # `retry` seconds of leaving the broker. A judge task is acknowledged once
-    # a thread takes it, which can mean waiting for a running job to free its
-    # worker (queue_limit = one queued task per worker) and then for a free
-    # slot: at most two job timeouts. A shorter window would deliver the task
-    # twice (harmless, the claim is atomic, but wasteful).
+    # `retry` seconds; it must exceed the longest task, or that task runs twice.
     "queue_limit": SCORING_WORKERS,
-    "retry": 2 * SCORING_JOB_TIMEOUT_S + 60,
+    "retry": 360,
     "max_attempts": 1,
     "ack_failures": True,
     "catch_up": False,
@@ -267,7 +281,10 @@ if REDIS_URL:
         # 5 s: channels-redis blocks on Redis that long while waiting for messages.
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
+            # capacity: messages a connection's channel may hold before channels-redis
+            # drops new ones (its default, 100, is one busy batch for a dashboard
+            # subscribed to many sessions; a dropped event comes later by resync).
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}], "capacity": 1000},
         }
     }
 else:

@@ -5,6 +5,7 @@ they do in production: through the relay with the in-memory layer, or directly
 when the tests run with a Redis layer.
 """
 
+import time
 import uuid
 
 import pytest
@@ -16,10 +17,11 @@ from django.db import transaction
 from django.test import Client
 
 from scoring import events
+from scoring.models import ScoringEvent
 from scoring.consumers import CLOSE_FORBIDDEN_ORIGIN, CLOSE_UNAUTHENTICATED, MAX_SUBSCRIPTIONS
 from tarsy_scoring.asgi import application
 from tests.support.factories import make_score, make_session
-from tests.support.servers import WS_PATH
+from tests.support.servers import WS_PATH, redis_channel_layer
 
 PROXY_USER = [(b"x-forwarded-user", b"alice")]
 # Generous, only so that a broken consumer fails instead of hanging.
@@ -348,9 +350,12 @@ def session_cookie(username="carol") -> tuple[bytes, bytes]:
         ([], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
         (PROXY_USER, ("10.1.2.3", 5000), CLOSE_UNAUTHENTICATED),
         ([(b"x-forwarded-user", b"  ")], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
-        ([(b"origin", b"http://localhost")], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
+        ([(b"host", b"localhost"), (b"origin", b"http://localhost")], ("127.0.0.1", 5000), CLOSE_UNAUTHENTICATED),
         (PROXY_USER + [(b"origin", b"https://evil.example")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
         (PROXY_USER + [(b"origin", b"null")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
+        # Another port of an allowed host is another site (another app on the machine).
+        (PROXY_USER + [(b"host", b"localhost:8000"), (b"origin", b"http://localhost:9999")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
+        (PROXY_USER + [(b"origin", b"http://localhost:8000")], ("127.0.0.1", 5000), CLOSE_FORBIDDEN_ORIGIN),
     ],
 )
 def test_refused_connections_close_with_a_documented_code(headers, client, code):
@@ -364,7 +369,9 @@ def test_session_cookie_needs_an_allowed_origin():
     cookie = session_cookie()
 
     async def scenario():
-        with_origin = LoopbackCommunicator([cookie, (b"origin", b"http://localhost:8000")], ("10.9.9.9", 1))
+        with_origin = LoopbackCommunicator(
+            [cookie, (b"host", b"localhost:8000"), (b"origin", b"http://localhost:8000")], ("10.9.9.9", 1)
+        )
         greeting = await with_origin.open()
         await with_origin.disconnect()
         without_origin = await LoopbackCommunicator([cookie], ("10.9.9.9", 1)).refusal_code()
@@ -389,3 +396,34 @@ def test_csrf_trusted_origin_is_allowed(settings):
         return greeting
 
     assert run(scenario)["type"] == "connection.established"
+
+
+def test_with_redis_an_event_never_published_still_reaches_a_connected_client(settings, redis_server_url, score):
+    """Redis was down when the event committed: the connection's resync sends it from the table."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
+    settings.SCORING_EVENT_RESYNC_S = 0.2
+
+    def store_unpublished() -> dict:
+        return events.payload(
+            ScoringEvent.objects.create(
+                event_type=events.COMPLETED,
+                score_id=score.score_id,
+                session_id=score.session_id,
+                on_sessions_channel=True,
+                timestamp_us=time.time_ns() // 1000,
+                fields={"total_score": 77},
+            )
+        )
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": session_channel(score)})
+        stored = await database_sync_to_async(store_unpublished)()
+        received = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return stored, received
+
+    stored, received = run(scenario)
+    assert received == stored
+

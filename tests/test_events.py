@@ -1,6 +1,5 @@
 """Scoring events: stored with the score change, published after commit, relayed, pruned."""
 
-import asyncio
 import logging
 import time
 import uuid
@@ -17,13 +16,9 @@ from scoring.models import ScoringEvent
 from scoring.relay import GAP_GRACE_S, EventRelay
 from scoring.selectors import latest_event_id
 from tests.support.factories import make_score, make_session
-from tests.support.servers import free_port
+from tests.support.servers import free_port, redis_channel_layer
 
 IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-
-
-def redis_layer(url: str) -> dict:
-    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}}
 
 
 @pytest.fixture
@@ -132,7 +127,7 @@ def test_in_memory_layer_leaves_publishing_to_the_relay(settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_record_publishes_to_redis_only_after_commit(settings, redis_server_url):
-    settings.CHANNEL_LAYERS = redis_layer(redis_server_url)
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
     score = make_score(make_session(), status="in_progress")
 
     async def scenario():
@@ -162,7 +157,7 @@ def test_record_publishes_to_redis_only_after_commit(settings, redis_server_url)
 
 @pytest.mark.django_db(transaction=True)
 def test_unreachable_layer_is_logged_and_the_event_kept(settings, caplog):
-    settings.CHANNEL_LAYERS = redis_layer(f"redis://127.0.0.1:{free_port()}/0")
+    settings.CHANNEL_LAYERS = redis_channel_layer(f"redis://127.0.0.1:{free_port()}/0")
     score = make_score(make_session(), status="in_progress")
 
     with caplog.at_level(logging.ERROR, logger="scoring.events"):
@@ -297,33 +292,22 @@ def test_relay_gives_up_on_a_skipped_id_after_the_grace_period():
     assert relay.gaps == {} and relay.after_id == 13
 
 
-@pytest.mark.django_db(transaction=True)
-def test_an_event_not_published_while_redis_was_down_is_published_again(settings, redis_server_url):
-    score = make_score(make_session(), "in_progress")
+@pytest.mark.django_db
+def test_events_above_marks_reads_each_channel_from_its_own_mark():
+    first, second, other = (make_score(make_session(), status="in_progress") for _ in range(3))
     with transaction.atomic():
-        event = events.record(events.COMPLETED, score, total_score=70)
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{free_port()}/0"]},  # nothing listens there
-        }
-    }
-    events.publish(event)
-    event.refresh_from_db()
-    assert event.publish_failed
+        old_first = events.record(events.PROGRESS, first, phase=events.PHASE_ANALYZING)
+        new_first = events.record(events.PROGRESS, first, phase=events.PHASE_MISSING_TOOLS)
+        second_done = events.record(events.COMPLETED, second, total_score=40)
+        events.record(events.PROGRESS, other, phase=events.PHASE_ANALYZING)  # channel not asked for
+    marks = {f"session:{first.session_id}": old_first.id, f"session:{second.session_id}": 0}
 
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [redis_server_url]}}
-    }
-    layer = get_channel_layer()
+    found = events.events_above_marks(marks)
 
-    async def republish_and_receive():
-        channel = await layer.new_channel()
-        await layer.group_add(events.group_name(f"session:{score.session_id}"), channel)
-        await EventRelay.republish_failed_events()
-        return await asyncio.wait_for(layer.receive(channel), timeout=10)
+    assert [(event["id"], channels) for event, channels in found] == [
+        (new_first.id, [f"session:{first.session_id}"]),
+        (second_done.id, ["sessions", f"session:{second.session_id}"]),
+    ]
+    assert [event["id"] for event, _ in events.events_above_marks({"sessions": 0})] == [second_done.id]
+    assert events.events_above_marks({}) == []
 
-    message = async_to_sync(republish_and_receive)()
-    assert message["event"]["id"] == event.id and message["event"]["total_score"] == 70
-    event.refresh_from_db()
-    assert not event.publish_failed

@@ -133,9 +133,15 @@ def test_a_check_that_hangs_is_reported_after_the_timeout(transactional_db, sett
     assert checks["stuck"] == {"status": "failed", "detail": "no answer within 0.5 s"}
 
 
-def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne):
+@pytest.mark.parametrize(
+    ("pool_max_size", "detail"),
+    [("10", "no database connection within 1.6 s"), ("0", "OperationalError: ")],  # pooled, or not
+)
+def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne, pool_max_size, detail):
     """A web process pointed at a PostgreSQL that does not run: alive, not ready."""
-    server = start_daphne(DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/none")
+    server = start_daphne(
+        DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/none", DB_POOL_MAX_SIZE=pool_max_size
+    )
 
     with urllib.request.urlopen(f"{server.http_url}/healthz", timeout=30) as response:
         assert response.status == 200
@@ -145,7 +151,7 @@ def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne):
     assert answer.value.code == 503
     checks = json.loads(answer.value.read())["checks"]
     assert checks["database"]["status"] == "failed"
-    assert "OperationalError" in checks["database"]["detail"]
+    assert checks["database"]["detail"].startswith(detail)
     assert checks["channel_layer"]["status"] == "ok"
 
 

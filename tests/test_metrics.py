@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from scoring import health, services, tasks
 from scoring.models import JudgeCircuit, ScoringStatus, WorkerHeartbeat
-from tests.support.factories import make_score, make_session
+from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Error, Hang, Reply, context_length_exceeded, rate_limited, unauthorized
 from tests.support.servers import REPO_DIR, child_env
 
@@ -105,7 +105,7 @@ def fail_with(judge_llm, settings, *steps, **overrides):
         setattr(settings, name, setting)
     judge_llm.push(*steps)
     score = make_score(make_session(), Status.PENDING)
-    services.score_run(score.score_id)
+    run_next_scoring()
     score.refresh_from_db()
     return score
 
@@ -155,9 +155,9 @@ def test_a_completed_judge_job_shows_in_the_metrics(judge_llm):
         Reply("Thorough.\n\n72", prompt_tokens=500, completion_tokens=50),
         Reply("None missing.", prompt_tokens=600, completion_tokens=20),
     )
-    score = make_score(make_session(), Status.PENDING)
+    make_score(make_session(), Status.PENDING)
 
-    services.score_run(score.score_id)
+    run_next_scoring()
 
     samples = scrape()
     assert value(samples, "tarsy_scoring_scorings_completed_total") == 1
@@ -206,8 +206,8 @@ def test_worker_clusters_and_their_heartbeats():
 
 
 def test_queue_depth_counts_jobs_waiting_in_the_broker():
-    tasks.enqueue_scoring("00000000-0000-0000-0000-000000000001")
-    tasks.enqueue_scoring("00000000-0000-0000-0000-000000000002")
+    tasks.enqueue_wake_up()
+    tasks.enqueue_wake_up()
 
     assert value(scrape(), "tarsy_scoring_queue_depth") == 2
 

@@ -4,10 +4,13 @@ bin/test runs these on SQLite and on PostgreSQL: the constraints must be
 enforced by the database itself, not by Django's validation.
 """
 
+import uuid
+
 import pytest
 from django.apps import apps
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
@@ -118,3 +121,42 @@ def test_active_scoring_uniqueness_is_a_unique_index_on_session_id():
     constraint = session_scores_constraints()["uq_session_scores_one_active"]
     assert constraint["unique"] is True
     assert constraint["columns"] == ["session_id"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_copies_each_sessions_newest_score_onto_it():
+    before, after = [("scoring", "0006_event_publish_failed")], [("scoring", "0007_session_latest_score")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
+        scored, never = (
+            sessions.objects.create(
+                session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1
+            )
+            for _ in range(2)
+        )
+        common = {"session": scored, "score_triggered_by": "bob", "started_at_us": 1}
+        scores.objects.create(
+            **common, prompt_hash="a" * 64, scored_at_us=1, status="completed", total_score=10
+        )
+        newest = scores.objects.create(
+            **common, prompt_hash="b" * 64, scored_at_us=2, status="completed", total_score=88
+        )
+        scores.objects.create(**common, prompt_hash="c" * 64, scored_at_us=0, status="failed")
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        migrated = executor.loader.project_state(after).apps.get_model("scoring", "AlertSession")
+        columns = ("latest_score_id", "latest_status", "latest_total_score", "latest_prompt_hash")
+
+        assert migrated.objects.values_list(*columns).get(pk=scored.pk) == (
+            newest.pk,
+            "completed",
+            88,
+            "b" * 64,
+        )
+        assert migrated.objects.values_list(*columns).get(pk=never.pk) == (None, None, None, None)
+    finally:
+        call_command("migrate", "scoring", verbosity=0)

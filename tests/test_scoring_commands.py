@@ -42,8 +42,20 @@ def test_unscored_queues_only_never_scored_finished_sessions(sessions, capsys, d
     assert "queued: 2" in out
     assert new_scores(sessions["unscored"]) == 1 and new_scores(sessions["old"]) == 1
     assert new_scores(sessions["unfinished"]) == 0 and new_scores(sessions["current"]) == 0
-    assert OrmQ.objects.count() == 2
+    assert OrmQ.objects.count() == 1  # one wake-up: a worker process claims up to its free slots
     assert SessionScore.objects.get(session=sessions["unscored"]).score_triggered_by.startswith("cli:")
+
+
+def test_a_batch_wakes_one_worker_process_per_process_worth_of_scores(
+    settings, capsys, django_capture_on_commit_callbacks
+):
+    settings.SCORING_CONCURRENCY_PER_WORKER = 2
+    for _ in range(5):
+        make_session()
+    with django_capture_on_commit_callbacks(execute=True):
+        out = run("--unscored", capsys=capsys)
+    assert "queued: 5" in out
+    assert OrmQ.objects.count() == 3
 
 
 def test_obsolete_and_failed_are_rescored(sessions, capsys):

@@ -1,4 +1,4 @@
-"""The judge job (services.score_run) against the fake LLM over real HTTP."""
+"""The judge job (claim the oldest pending score, judge it) against the fake LLM over real HTTP."""
 
 from decimal import Decimal
 
@@ -7,7 +7,7 @@ import pytest
 from scoring import events, services
 from scoring.models import ScoringEvent, ScoringStatus, SessionScore
 from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from tests.support.factories import make_score, make_session
+from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Error, Reply
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def test_two_turn_conversation_produces_a_completed_score(judge_llm):
     judge_llm.push(Reply(TURN1, prompt_tokens=9000, completion_tokens=400), Reply(TURN2, prompt_tokens=9500, completion_tokens=120))
     score = pending_score(alert_data={"alert": "PodCrashLooping", "pod": "api-7d9"})
 
-    services.score_run(score.score_id)
+    run_next_scoring()
 
     score.refresh_from_db()
     assert score.status == "completed"
@@ -47,8 +47,8 @@ def test_two_turn_conversation_produces_a_completed_score(judge_llm):
 
 def test_turn_two_continues_the_conversation_of_turn_one(judge_llm):
     judge_llm.push(Reply(TURN1), Reply(TURN2))
-    score = pending_score(alert_data={"alert": "PodCrashLooping"})
-    services.score_run(score.score_id)
+    pending_score(alert_data={"alert": "PodCrashLooping"})
+    run_next_scoring()
 
     first, second = judge_llm.requests
     assert [m["role"] for m in first.messages] == ["user"]
@@ -68,7 +68,7 @@ def test_turn_two_continues_the_conversation_of_turn_one(judge_llm):
 def test_events_report_start_both_phases_and_completion(judge_llm):
     judge_llm.push(Reply(TURN1), Reply(TURN2))
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
     assert event_log(score) == [
         (events.STARTED, {}),
         (events.PROGRESS, {"phase": "analyzing_methodology"}),
@@ -81,7 +81,7 @@ def test_a_missing_score_line_is_asked_for_once_in_the_same_conversation(judge_l
     no_score = "A long critique that forgets to end with the number."
     judge_llm.push(Reply(no_score), Reply("72"), Reply(TURN2))
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
 
     score.refresh_from_db()
     assert (score.status, score.total_score, score.score_analysis) == ("completed", 72, no_score)
@@ -101,7 +101,7 @@ def test_a_missing_score_line_is_asked_for_once_in_the_same_conversation(judge_l
 def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_llm, turn1):
     judge_llm.push(Reply(turn1), Reply("I would rather not say."))
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
 
     score.refresh_from_db()
     assert score.status == "failed" and score.total_score is None
@@ -114,7 +114,7 @@ def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_ll
 def test_no_judge_model_configured_fails_with_what_to_set(settings, fake_llm):
     settings.SCORING_LLM_MODEL = ""
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
     score.refresh_from_db()
     assert score.status == "failed"
     assert score.error_message == "no judge model configured: set SCORING_LLM_MODEL"
@@ -125,7 +125,7 @@ def test_llm_failure_after_retries_fails_the_score(judge_llm, settings):
     settings.SCORING_LLM_MAX_RETRIES = 1
     judge_llm.set_default(Error(503, message="upstream overloaded"))
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
     score.refresh_from_db()
     assert score.status == "failed"
     assert "503" in score.error_message or "overloaded" in score.error_message
@@ -134,7 +134,7 @@ def test_llm_failure_after_retries_fails_the_score(judge_llm, settings):
 
 def test_unexpected_error_fails_the_score_with_the_error(judge_llm):
     score = pending_score(stages="not a list of stages")
-    services.score_run(score.score_id)
+    run_next_scoring()
     score.refresh_from_db()
     assert score.status == "failed"
     assert score.error_message.startswith("unexpected error: ")
@@ -145,7 +145,7 @@ def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     judge_llm.push(Reply(TURN1, prompt_tokens=1000, completion_tokens=100), Reply(TURN2, prompt_tokens=1200, completion_tokens=50))
     score = pending_score()
-    services.score_run(score.score_id)
+    run_next_scoring()
     score.refresh_from_db()
     assert score.judge_model == "openai/gpt-4o-mini"
     assert isinstance(score.cost_usd, Decimal) and score.cost_usd > 0
@@ -153,9 +153,9 @@ def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
 
 def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
     judge_llm.push(Reply(TURN1), Reply(TURN2))
-    score = pending_score()
-    services.score_run(score.score_id)
-    assert services.score_run(score.score_id) is None
+    pending_score()
+    assert run_next_scoring().status == ScoringStatus.COMPLETED
+    assert run_next_scoring() is None
     assert len(judge_llm.requests) == 2
 
 
@@ -182,3 +182,31 @@ def test_state_transitions_only_move_forward(start, target, allowed):
     assert (moved is not None) == allowed
     assert score.status == (target if allowed else start)
     assert ScoringEvent.objects.filter(score_id=score.score_id).count() == (1 if allowed else 0)
+
+
+def test_the_oldest_pending_scores_are_claimed_first():
+    now_us = services.now_us()
+    newest, middle, oldest = (
+        make_score(make_session(), ScoringStatus.PENDING, scored_at_us=now_us - age, started_at_us=now_us - age)
+        for age in (0, 5, 10)
+    )
+
+    assert services.claim_pending_scores(2) == [oldest, middle]
+    assert services.claim_pending_scores(2) == [newest]
+    assert services.claim_pending_scores(2) == []
+    assert SessionScore.objects.get(pk=oldest.score_id).status == ScoringStatus.IN_PROGRESS
+    assert [e.event_type for e in ScoringEvent.objects.filter(score_id=oldest.score_id)] == [events.STARTED]
+
+
+def test_claims_stop_at_the_global_limit(settings):
+    settings.SCORING_MAX_IN_FLIGHT = 3
+    make_score(make_session(), ScoringStatus.IN_PROGRESS)
+    waiting = [pending_score() for _ in range(3)]
+
+    assert len(services.claim_pending_scores(10)) == 2
+    assert services.claim_pending_scores(10) == []
+    assert SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS).count() == 3
+
+    settings.SCORING_MAX_IN_FLIGHT = 4
+    still_pending = SessionScore.objects.get(pk__in=[score.score_id for score in waiting], status="pending")
+    assert services.claim_pending_scores(10) == [still_pending]

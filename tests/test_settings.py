@@ -71,17 +71,35 @@ def test_sqlite_connections_use_wal_and_the_busy_timeout(tmp_path):
     assert process.stdout.split() == ["wal", "7000"]
 
 
-def test_postgres_url_keeps_connections_with_health_checks(tmp_path):
+def test_postgres_url_uses_a_health_checked_connection_pool(tmp_path):
     database = settings_values(
         tmp_path,
         'settings.DATABASES["default"]',
-        DATABASE_URL="postgres://scorer:s3cret@db.example:6543/scoring",
-        DB_CONN_MAX_AGE_S="15",
+        DATABASE_URL="postgres://scorer:s3cret@db.example:6543/scoring?sslmode=require",
+        DB_POOL_MIN_SIZE="3",
+        DB_POOL_MAX_SIZE="12",
+        DB_POOL_TIMEOUT_S="5",
     )
 
     assert database["ENGINE"] == "django.db.backends.postgresql"
     assert (database["HOST"], database["PORT"], database["NAME"]) == ("db.example", 6543, "scoring")
     assert (database["USER"], database["PASSWORD"]) == ("scorer", "s3cret")
+    assert database["OPTIONS"]["pool"] == {"min_size": 3, "max_size": 12, "timeout": 5.0}
+    assert database["OPTIONS"]["sslmode"] == "require"  # the URL's own options are kept
+    assert database["CONN_MAX_AGE"] == 0
+    assert database["CONN_HEALTH_CHECKS"] is True
+
+
+def test_postgres_pool_off_keeps_connections_with_health_checks(tmp_path):
+    database = settings_values(
+        tmp_path,
+        'settings.DATABASES["default"]',
+        DATABASE_URL="postgres://scorer:s3cret@db.example:6543/scoring",
+        DB_POOL_MAX_SIZE="0",
+        DB_CONN_MAX_AGE_S="15",
+    )
+
+    assert "pool" not in database.get("OPTIONS", {})
     assert database["CONN_MAX_AGE"] == 15
     assert database["CONN_HEALTH_CHECKS"] is True
 
@@ -112,10 +130,12 @@ def test_redis_url_switches_broker_channel_layer_and_cache_to_redis(tmp_path):
     assert cache == {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url}
 
 
-def test_broker_redelivery_window_covers_two_job_timeouts(tmp_path):
-    q_cluster = settings_values(tmp_path, "settings.Q_CLUSTER", SCORING_JOB_TIMEOUT_S="200", SCORING_WORKERS="3")
+def test_broker_redelivery_window_covers_the_task_time_limit(tmp_path):
+    """Judge jobs run on the worker's own threads; tasks are short and bounded by
+    django-q2's timeout, so one delivered twice means a broker fault, not a long task."""
+    q_cluster = settings_values(tmp_path, "settings.Q_CLUSTER", SCORING_JOB_TIMEOUT_S="2000", SCORING_WORKERS="3")
 
-    assert q_cluster["retry"] > 2 * 200
+    assert q_cluster["retry"] > q_cluster["timeout"] > 0
     assert q_cluster["workers"] == q_cluster["queue_limit"] == 3
 
 

@@ -2,9 +2,7 @@
 
 import asyncio
 import json
-import shlex
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -17,16 +15,21 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.api import session_document
 from tests.support.servers import REPO_DIR, EventClient
+from tests.support.topology import (
+    BATCH_ENV,
+    batch_problems,
+    import_sample_sessions,
+    run_batch,
+    running_topology,
+    score_rows,
+)
 from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.processes
 
-# bin/topology may first install .venv's lock file and start PostgreSQL.
-START_TIMEOUT_S = 240
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    return dict(shlex.split(line)[0].split("=", 1) for line in path.read_text().splitlines() if line)
+BATCH_SIZE = 200
+# Generous, so that a broken run fails with what it saw before pytest's own timeout (300 s).
+BATCH_TIMEOUT_S = 150
 
 
 def http(method: str, url: str, body: dict | None = None, user: str = "alice") -> tuple[int, dict | str]:
@@ -57,40 +60,11 @@ def is_ready(web_url: str) -> bool:
 @pytest.fixture
 def topology(tmp_path):
     """A running ``bin/topology --web 2 --workers 2 --fake-llm``: (process, its env file's values)."""
-    env_file = tmp_path / "topology.env"
-    log = tmp_path / "topology.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(REPO_DIR / "bin" / "topology"),
-                "--web",
-                "2",
-                "--workers",
-                "2",
-                "--port",
-                "0",
-                "--fake-llm",
-                "--fake-llm-delay",
-                "0.2",
-                "--run-dir",
-                str(tmp_path / "run"),
-                "--env-file",
-                str(env_file),
-            ],
-            cwd=REPO_DIR,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        wait_for(
-            lambda: env_file.exists() or process.poll() is not None, START_TIMEOUT_S, what="bin/topology"
-        )
-        assert process.poll() is None, log.read_text()
-        yield process, read_env_file(env_file)
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=120)
+    args = ["--web", "2", "--workers", "2", "--fake-llm", "--fake-llm-delay", "0.2"]
+    with running_topology(
+        tmp_path, *args, program=[str(REPO_DIR / "bin" / "topology")], env=BATCH_ENV
+    ) as run:
+        yield run
 
 
 def test_scoring_through_one_web_process_is_seen_through_the_other_then_all_stops(topology):
@@ -159,3 +133,23 @@ def test_scoring_through_one_web_process_is_seen_through_the_other_then_all_stop
         time.sleep(0.2)
     assert alive == []
     assert not Path(env["TOPOLOGY_RUN_DIR"], "pg").exists()
+
+
+def test_a_batch_of_200_scorings_completes_and_clients_of_both_web_processes_see_every_one(
+    topology, tmp_path
+):
+    _, env = topology
+    web_urls = env["TOPOLOGY_WEB_URLS"].split()
+    session_ids = import_sample_sessions(env, BATCH_SIZE, tmp_path)
+
+    batch = asyncio.run(run_batch(web_urls, session_ids, BATCH_TIMEOUT_S))
+
+    rows = score_rows(env, session_ids)
+    assert batch_problems(batch, rows) == []
+    assert sorted(row["session_id"] for row in rows) == sorted(session_ids)
+    assert {row["status"] for row in rows} == {"completed"}
+    for url in web_urls:
+        arrivals = batch.arrivals[url]
+        completed = {a.event["score_id"] for a in arrivals if a.event["type"] == "scoring.completed"}
+        assert completed == set(batch.accepted.values()), url
+        assert len(arrivals) == 4 * BATCH_SIZE, url  # started, 2 x progress, completed; none twice

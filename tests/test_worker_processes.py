@@ -195,6 +195,39 @@ def test_the_global_in_flight_limit_holds_jobs_back(start_worker, judge_llm, ope
     assert arrivals[2] - arrivals[0] >= 2 * delay_s
 
 
+def test_pending_scores_without_a_task_are_run_by_polling_workers(start_worker, judge_llm):
+    """A backlog left from before the start, or a score whose wake-up task was lost:
+    the pending row is the job, and free slots look for it."""
+    from tests.support.factories import make_score
+
+    judge_llm.set_default(Reply(TURN1))
+    backlog = [make_score(make_session(), "pending").score_id for _ in range(3)]
+    start_worker(**{**judge_llm.env(), "SCORING_WORKER_POLL_S": "0.5"})
+
+    wait_for(
+        lambda: set(SessionScore.objects.filter(pk__in=backlog).values_list("status", flat=True)) == {"completed"},
+        what="the backlog to complete",
+    )
+
+
+def test_a_busy_worker_process_leaves_new_scorings_to_one_with_free_slots(start_worker, judge_llm, operator_client):
+    delay_s = 4
+    judge_llm.set_default(Reply(TURN1, delay=delay_s))
+    start_worker(
+        **{**judge_llm.env(), "SCORING_WORKERS": "2", "SCORING_CONCURRENCY_PER_WORKER": "1", "SCORING_LLM_TIMEOUT_S": "30"}
+    )
+    score_ids = post_scorings(operator_client, 2)
+
+    wait_for(lambda: len(first_turns(judge_llm)) == 2, what="two judge conversations to start")
+    arrivals = sorted(request.arrived for request in first_turns(judge_llm))
+    # One slot per process: both at once only if each process took one.
+    assert arrivals[1] - arrivals[0] < delay_s
+    wait_for(
+        lambda: set(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True)) == {"completed"},
+        what="both to complete",
+    )
+
+
 def test_sigterm_fails_every_job_the_worker_process_holds(start_worker, judge_llm, operator_client):
     cluster = start_worker(**slow_judge_env(judge_llm, SCORING_WORKERS="1", SCORING_CONCURRENCY_PER_WORKER="3"))
     score_ids = post_scorings(operator_client, 3)

@@ -7,6 +7,7 @@ from django.db import connection
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
+from scoring import services
 from scoring.models import ScoringStatus, SessionScore
 from scoring.prompts import PROMPT_HASH
 from tests.support.factories import make_score, make_session, proxy_client
@@ -18,15 +19,15 @@ def url(session_id) -> str:
     return f"/api/v1/scoring/sessions/{session_id}/score"
 
 
-def queued_score_ids() -> set[str]:
-    return {task.task["args"][0] for task in OrmQ.objects.all()}
+def queued_tasks() -> list[str]:
+    return [task.task["func"] for task in OrmQ.objects.all()]
 
 
 # --- Status table ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("force", [False, True])
-def test_no_existing_score_starts_a_scoring_and_queues_its_job(
+def test_no_existing_score_starts_a_scoring_and_wakes_a_worker(
     operator_client, django_capture_on_commit_callbacks, force
 ):
     session = make_session()
@@ -39,7 +40,7 @@ def test_no_existing_score_starts_a_scoring_and_queues_its_job(
     score = SessionScore.objects.get(pk=response.json()["score_id"])
     assert score.prompt_hash == PROMPT_HASH
     assert score.score_triggered_by == "alice"
-    assert queued_score_ids() == {str(score.score_id)}
+    assert queued_tasks() == ["scoring.tasks.wake_judge_runtime"]
 
 
 def test_the_body_is_optional(operator_client):
@@ -244,7 +245,7 @@ def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(opera
     assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000
 
 
-def test_a_job_that_cannot_be_queued_fails_its_score_instead_of_leaving_it_pending(transactional_db):
+def test_a_scoring_whose_wake_up_cannot_be_queued_stays_pending_for_polling_workers(transactional_db):
     session = make_session()
     with connection.cursor() as cursor:
         cursor.execute("ALTER TABLE django_q_ormq RENAME TO django_q_ormq_away")
@@ -253,10 +254,9 @@ def test_a_job_that_cannot_be_queued_fails_its_score_instead_of_leaving_it_pendi
     finally:
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE django_q_ormq_away RENAME TO django_q_ormq")
-    score = SessionScore.objects.get(session=session)
-    assert score.status == "failed"
-    assert score.error_message.startswith("could not queue the judge job: ")
-    assert response.status_code == 200 and response.json()["status"] == "failed"
+    assert response.status_code == 202 and response.json()["status"] == "pending"
+    # The pending row is the job: a worker looking for work claims it.
+    assert services.claim_pending_scores(5) == [SessionScore.objects.get(session=session)]
 
 
 def test_proxy_authenticated_post_must_be_json_or_pass_csrf():

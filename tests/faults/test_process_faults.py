@@ -24,8 +24,8 @@ def test_redis_outage_the_api_answers_and_events_are_caught_up(redis_fault_stack
     figures = scenarios.redis_outage(redis_fault_stack, count=3)
 
     assert "reads [200]" in figures.notes[-1], figures
-    assert figures.completed + figures.failed_with("could not queue the judge job") == figures.attempted, figures
-    assert figures.completed >= 3, figures
+    # A scoring requested during the outage loses its wake-up task; polling workers run it anyway.
+    assert figures.completed == figures.attempted, figures
     assert_clean(figures)
 
 

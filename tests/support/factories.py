@@ -6,6 +6,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
+from scoring import auth, services
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 from scoring.prompts import PROMPT_HASH
 
@@ -49,7 +50,16 @@ def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **o
         "completed_at_us": now_us + 30_000_000 if finished else None,
     }
     fields.update(overrides)
-    return SessionScore.objects.create(**fields)
+    score = SessionScore.objects.create(**fields)
+    services.copy_latest_scores([score.session_id])  # as the services do with every change
+    return score
+
+
+def run_next_scoring() -> SessionScore | None:
+    """What a worker's judge runtime does with a free slot, in this thread: claim
+    the oldest pending score and judge it to its end. None if none was claimed."""
+    claimed = services.claim_pending_scores(1)
+    return services.run_claimed_score(claimed[0]) if claimed else None
 
 
 def proxy_client(username: str = "alice") -> APIClient:
@@ -57,6 +67,15 @@ def proxy_client(username: str = "alice") -> APIClient:
     client = APIClient()
     client.credentials(HTTP_X_FORWARDED_USER=username)
     return client
+
+
+@pytest.fixture(autouse=True)
+def forget_remembered_rows():
+    """Each test's rows are rolled back or flushed, without signals: so is what the
+    process remembers of them (proxy users, the criteria row it wrote)."""
+    yield
+    auth.forget_proxy_users()
+    services._recorded_criteria.clear()
 
 
 @pytest.fixture

@@ -120,6 +120,12 @@ class RecordedRequest:
 # --- The server -------------------------------------------------------------------------------
 
 
+class _BackloggedHTTPServer(ThreadingHTTPServer):
+    # http.server's listen backlog of 5 drops connection attempts when hundreds
+    # of judge calls start at once, and each retry costs the client 1 s.
+    request_queue_size = 1024
+
+
 class FakeLLMServer:
     """A thread-safe scripted server; ``steps`` run first-in first-out, then ``default``."""
 
@@ -130,7 +136,7 @@ class FakeLLMServer:
         self._default = default
         # Set to release requests that are hanging, so they do not outlive a test.
         self._release = threading.Event()
-        self._httpd = ThreadingHTTPServer((host, port), _Handler)
+        self._httpd = _BackloggedHTTPServer((host, port), _Handler)
         self._httpd.daemon_threads = True
         self._httpd.fake = self
         self._thread: threading.Thread | None = None

@@ -203,6 +203,11 @@ def redis_server_url(tmp_path_factory) -> str:
     process.wait(timeout=10)
 
 
+def redis_channel_layer(url: str) -> dict:
+    """CHANNEL_LAYERS for a channels-redis layer on ``url``."""
+    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}}
+
+
 def run_in_process(env: dict[str, str], code: str) -> str:
     """Run Python ``code`` in a new Django process (``manage.py shell -c``); return its stdout."""
     result = subprocess.run(

@@ -4,7 +4,7 @@ import getpass
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_date, parse_datetime
 
-from scoring import selectors, services
+from scoring import batches, selectors
 
 
 def _since_us(value: str) -> int:
@@ -50,7 +50,7 @@ class Command(BaseCommand):
                 f"~{selectors.estimate_input_tokens(sessions):,} tokens"
             )
             return
-        outcome = services.score_sessions(
+        outcome = batches.score_sessions(
             list(sessions.values_list("session_id", flat=True)),
             triggered_by=options["triggered_by"] or f"cli:{getpass.getuser()}",
             force_rescore=options["force"] or options["obsolete"] or options["failed"],

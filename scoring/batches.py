@@ -1,0 +1,76 @@
+"""Writes for many sessions at once: scoring requests in batches (``score_sessions``,
+for the command of that name and the admin's actions).
+
+One session at a time through ``services.score_request`` costs several statements
+and a commit each; here a batch of sessions costs a few statements in all.
+"""
+
+from django.db import transaction
+
+from scoring import services
+from scoring.models import AlertSession, ScoringStatus, SessionScore, SessionStatus
+
+BATCH_SIZE = 500
+
+
+def score_sessions(session_ids, *, triggered_by: str, force_rescore: bool) -> dict[str, int]:
+    """Request scoring for many sessions (each once); count the outcomes.
+
+    The rules of ``services.score_request``, a batch at a time: orphans are failed once
+    for all; a session that is not finished (or not found) is not scorable, one
+    with an active score is in progress, one with a finished score is already
+    scored unless ``force_rescore``. The rest get their pending scores in one
+    transaction per batch, and their wake-ups after it.
+    """
+    outcome = {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 0}
+    services.expire_stale_scorings()
+    services.record_criteria()
+    unique_ids = list(dict.fromkeys(session_ids))
+    for start in range(0, len(unique_ids), BATCH_SIZE):
+        batch = unique_ids[start : start + BATCH_SIZE]
+        for key, count in _score_batch(batch, triggered_by, force_rescore).items():
+            outcome[key] += count
+    return outcome
+
+
+def _score_batch(session_ids: list, triggered_by: str, force_rescore: bool) -> dict[str, int]:
+    found = list(
+        AlertSession.objects.filter(pk__in=session_ids).values_list("session_id", "status", "latest_status")
+    )
+    counts = {
+        "queued": 0,
+        "already_scored": 0,
+        "in_progress": 0,
+        "not_scorable": len(session_ids) - len(found),
+    }
+    wanted = []
+    for session_id, status, latest_status in found:
+        if status not in SessionStatus.terminal_values():
+            counts["not_scorable"] += 1
+        elif latest_status in ScoringStatus.active_values():
+            counts["in_progress"] += 1
+        elif latest_status is not None and not force_rescore:
+            counts["already_scored"] += 1
+        else:
+            wanted.append(session_id)
+    if not wanted:
+        return counts
+    requested_at = services.now_us()
+    # In session order, so that two batches at once take the index's locks in the same order.
+    pending = [
+        services.pending_score(session_id, triggered_by, requested_at) for session_id in sorted(wanted)
+    ]
+    with transaction.atomic():
+        # A session that gained an active score since it was read keeps that one:
+        # the unique index refuses this insert, and ignore_conflicts skips it.
+        SessionScore.objects.bulk_create(pending, ignore_conflicts=True)
+        created = dict(
+            SessionScore.objects.filter(pk__in=[score.score_id for score in pending]).values_list(
+                "score_id", "session_id"
+            )
+        )
+        services.copy_latest_scores(created.values())
+        transaction.on_commit(lambda: services.wake_workers(len(created)))
+    counts["queued"] = len(created)
+    counts["in_progress"] += len(pending) - len(created)
+    return counts
