@@ -22,6 +22,10 @@ logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN_ORIGIN = 4403
+# RFC 6455's "Try Again Later": the channel layer (Redis) is unreachable.
+CLOSE_TRY_AGAIN_LATER = 1013
+# Bound on one channel-layer call (group_add, group_discard).
+LAYER_TIMEOUT_S = 5.0
 MAX_SUBSCRIPTIONS = 100
 # Event ids remembered per connection to send each event once (an event can
 # arrive through two subscribed channels, or both live and in a catchup).
@@ -76,6 +80,18 @@ class ProtocolError(Exception):
     """A client message the protocol cannot act on; reported, connection kept."""
 
 
+class LayerUnavailable(Exception):
+    """The channel layer failed or did not answer within LAYER_TIMEOUT_S."""
+
+
+async def within_layer_timeout(call):
+    """Await a channel-layer call; raise ``LayerUnavailable`` if it fails or hangs."""
+    try:
+        return await asyncio.wait_for(call, LAYER_TIMEOUT_S)
+    except Exception as exc:
+        raise LayerUnavailable(str(exc) or type(exc).__name__) from exc
+
+
 class RecentIds:
     """The last ``size`` ids added, for membership tests."""
 
@@ -120,6 +136,15 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         self.checked_up_to: dict[str, int] = {}
         self.resync_task: asyncio.Task | None = None
 
+    async def __call__(self, scope, receive, send):
+        # The resync task must end with the connection, also when the consumer
+        # ends by an exception (then ``disconnect`` is not called).
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.resync_task is not None:
+                self.resync_task.cancel()
+
     async def connect(self):
         # Accept first: close codes reach the client only on an accepted socket
         # (a refused handshake is a bare HTTP 403).
@@ -137,8 +162,12 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if self.resync_task is not None:
             self.resync_task.cancel()
-        for channel in self.subscriptions:
-            await self.channel_layer.group_discard(events.group_name(channel), self.channel_name)
+        try:
+            for channel in self.subscriptions:
+                await self.leave(channel)
+        except LayerUnavailable as exc:
+            # Harmless: the layer forgets a group member after its group expiry.
+            logger.warning("websocket %s: could not leave its groups: %s", self.connection_id, exc)
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         try:
@@ -163,6 +192,12 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             await handlers[action](content)
         except ProtocolError as exc:
             await self.send_error(str(exc))
+        except LayerUnavailable as exc:
+            # Without the layer no live event can reach this connection: close it,
+            # so that the client reconnects and catches up once the layer is back.
+            logger.warning("websocket %s: channel layer unavailable (%s); closing", self.connection_id, exc)
+            await self.send_error("live events unavailable (channel layer down): reconnect and catch up")
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
 
     async def send_error(self, message: str) -> None:
         await self.send_json({"type": "error", "message": message})
@@ -172,7 +207,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         if channel not in self.subscriptions:
             if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
                 raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
-            await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
+            await self.join(channel)
             self.subscriptions.add(channel)
             self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
         await self.send_json({"type": "subscription.confirmed", "channel": channel})
@@ -180,7 +215,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
     async def unsubscribe(self, content: dict) -> None:
         channel = channel_of(content)
         if channel in self.subscriptions:
-            await self.channel_layer.group_discard(events.group_name(channel), self.channel_name)
+            await self.leave(channel)
             self.subscriptions.discard(channel)
         await self.send_json({"type": "subscription.cancelled", "channel": channel})
 
@@ -214,7 +249,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(settings.SCORING_EVENT_RESYNC_S)
             try:
                 for channel in list(self.subscriptions):
-                    await self.channel_layer.group_add(events.group_name(channel), self.channel_name)
+                    await self.join(channel)
                 marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
                 for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
                     await self.send_event(event)
@@ -223,6 +258,14 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                             self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
             except Exception:  # Redis or the database is down: try again next time
                 logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
+
+    async def join(self, channel: str) -> None:
+        group = events.group_name(channel)
+        await within_layer_timeout(self.channel_layer.group_add(group, self.channel_name))
+
+    async def leave(self, channel: str) -> None:
+        group = events.group_name(channel)
+        await within_layer_timeout(self.channel_layer.group_discard(group, self.channel_name))
 
     async def ping(self, content: dict) -> None:
         await self.send_json({"type": "pong"})

@@ -165,7 +165,12 @@ class _Publisher:
 
     def send(self, event: ScoringEvent) -> None:
         sending = asyncio.run_coroutine_threadsafe(send_to_groups(get_channel_layer(), event), self.loop)
-        sending.result(PUBLISH_TIMEOUT_S)
+        try:
+            sending.result(PUBLISH_TIMEOUT_S)
+        except TimeoutError:
+            # Do not leave it running: sends stuck on a dead connection would pile up.
+            sending.cancel()
+            raise
 
 
 _publisher: _Publisher | None = None

@@ -16,9 +16,14 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.test import Client
 
-from scoring import events
+from scoring import consumers, events
 from scoring.models import ScoringEvent
-from scoring.consumers import CLOSE_FORBIDDEN_ORIGIN, CLOSE_UNAUTHENTICATED, MAX_SUBSCRIPTIONS
+from scoring.consumers import (
+    CLOSE_FORBIDDEN_ORIGIN,
+    CLOSE_TRY_AGAIN_LATER,
+    CLOSE_UNAUTHENTICATED,
+    MAX_SUBSCRIPTIONS,
+)
 from tarsy_scoring.asgi import application
 from tests.support.factories import make_score, make_session
 from tests.support.servers import WS_PATH, redis_channel_layer
@@ -427,3 +432,22 @@ def test_with_redis_an_event_never_published_still_reaches_a_connected_client(se
     stored, received = run(scenario)
     assert received == stored
 
+
+
+def test_a_subscribe_the_channel_layer_cannot_serve_closes_the_socket_to_retry(settings, monkeypatch, silent_redis_url):
+    """Redis hangs: the client is told and the socket closed with 1013, so it reconnects
+    and catches up later, instead of waiting forever for its subscription."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(silent_redis_url)
+    monkeypatch.setattr(consumers, "LAYER_TIMEOUT_S", 0.3)
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        error = await ws.request({"action": "subscribe", "channel": "sessions"})
+        closing = await ws.receive_output(TIMEOUT_S)
+        return error, closing
+
+    error, closing = run(scenario)
+    assert error["type"] == "error"
+    assert "reconnect and catch up" in error["message"]
+    assert closing == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER}

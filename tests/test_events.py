@@ -1,5 +1,6 @@
 """Scoring events: stored with the score change, published after commit, relayed, pruned."""
 
+import asyncio
 import logging
 import time
 import uuid
@@ -165,6 +166,30 @@ def test_unreachable_layer_is_logged_and_the_event_kept(settings, caplog):
 
     assert ScoringEvent.objects.filter(id=event.id).exists()
     assert f"could not publish scoring event {event.id}" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_publish_that_times_out_is_cancelled_not_left_running(settings, monkeypatch, silent_redis_url):
+    """Redis hangs: each publish gives up after PUBLISH_TIMEOUT_S and stops its send,
+    so that sends stuck on the dead connection do not pile up in the publisher."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(silent_redis_url)
+    monkeypatch.setattr(events, "PUBLISH_TIMEOUT_S", 0.3)
+    score = make_score(make_session(), status="in_progress")
+
+    for _ in range(3):
+        record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+
+    loop = events._this_process_publisher().loop
+    # A cancelled send ends at once; one left running waits on the silent socket for seconds.
+    deadline = time.monotonic() + 1
+    while asyncio.run_coroutine_threadsafe(pending_sends(), loop).result(5) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert asyncio.run_coroutine_threadsafe(pending_sends(), loop).result(5) == 0
+
+
+async def pending_sends() -> int:
+    """Tasks of the publisher's loop other than this one."""
+    return len(asyncio.all_tasks() - {asyncio.current_task()})
 
 
 # --- catchup queries ----------------------------------------------------------------------

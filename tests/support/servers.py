@@ -203,6 +203,15 @@ def redis_server_url(tmp_path_factory) -> str:
     process.wait(timeout=10)
 
 
+@pytest.fixture
+def silent_redis_url():
+    """A loopback port that accepts connections and never answers: a hung Redis."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+
+
 def redis_channel_layer(url: str) -> dict:
     """CHANNEL_LAYERS for a channels-redis layer on ``url``."""
     return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}}
