@@ -158,7 +158,7 @@ def measure_service(concurrency: int, args, env: dict[str, str], work) -> dict:
         "SCORING_WORKERS": str(args.workers),
         "SCORING_CONCURRENCY_PER_WORKER": str(per_worker),
         "SCORING_MAX_IN_FLIGHT": str(concurrency),
-        "SCORING_LLM_TIMEOUT_S": str(10 * args.latency_s + 30),
+        "SCORING_LLM_TIMEOUT_S": str(llm_timeout_s(args)),
     }
     cluster = WorkerCluster(cluster_env, work / f"worker-{concurrency}.log")
     try:
@@ -228,30 +228,45 @@ def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
         "model": llm_env["SCORING_LLM_MODEL"],
         "api_base": llm_env["SCORING_LLM_API_BASE"],
         "api_key": llm_env["SCORING_LLM_API_KEY"],
+        # As the service calls it (scoring.llm): its timeout, no SDK or litellm retries.
+        "timeout": llm_timeout_s(args),
+        "max_retries": 0,
+        "num_retries": 0,
     }
 
-    def conversation(_) -> float:
+    def conversation(_) -> float | None:
+        """The overhead beyond 2L in ms, or None if a call failed."""
         start = time.perf_counter()
         messages = [{"role": "user", "content": prompt}]
-        reply = litellm.completion(messages=messages, **call).choices[0].message.content
-        messages += [
-            {"role": "assistant", "content": reply},
-            {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
-        ]
-        litellm.completion(messages=messages, **call)
+        try:
+            reply = litellm.completion(messages=messages, **call).choices[0].message.content
+            messages += [
+                {"role": "assistant", "content": reply},
+                {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+            ]
+            litellm.completion(messages=messages, **call)
+        except Exception:
+            return None
         return (time.perf_counter() - start - 2 * args.latency_s) * 1000
 
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(conversation, range(concurrency)))  # warm-up: connections, first-call imports
         overheads = list(pool.map(conversation, range(concurrency)))
         start = time.perf_counter()
-        list(pool.map(conversation, range(args.waves * concurrency)))
+        wave = list(pool.map(conversation, range(args.waves * concurrency)))
         makespan_s = time.perf_counter() - start
+    succeeded = [overhead for overhead in overheads if overhead is not None]
     return {
-        "overhead_p50": statistics.median(overheads),
-        "overhead_p95": percentile(overheads, 0.95),
-        "throughput": args.waves * concurrency / makespan_s,
+        "overhead_p50": statistics.median(succeeded) if succeeded else float("nan"),
+        "overhead_p95": percentile(succeeded, 0.95) if succeeded else float("nan"),
+        "throughput": sum(overhead is not None for overhead in wave) / makespan_s,
+        "failed": sum(overhead is None for overhead in overheads + wave),
     }
+
+
+def llm_timeout_s(args) -> float:
+    """The judge call timeout of both sides: far above L, so only a stuck call reaches it."""
+    return 10 * args.latency_s + 30
 
 
 def main() -> None:
@@ -301,10 +316,9 @@ def main() -> None:
                 ideal = concurrency / (2 * args.latency_s)
                 service_only = (
                     f"| {r['enqueue_s']:.2f} | {r['mib_per_scoring']:.2f} ({r['peak_in_flight']}) "
-                    f"| {r['failed']} |"
                     if side == "service"
-                    else "| | | |"
-                )
+                    else "| | "
+                ) + f"| {r['failed']} |"
                 split = f"{r['queue_p95']:.0f} / {r['job_p95']:.0f}" if side == "service" else ""
                 print(
                     f"| {concurrency} | {service['per_worker']} | {side} | {r['overhead_p50']:.0f} "

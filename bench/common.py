@@ -15,6 +15,7 @@ import importlib.util
 import logging
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -156,6 +157,9 @@ def setup_django(db_url: str, redis_url: str | None = None) -> None:
 
 @contextlib.contextmanager
 def work_folder() -> Iterator[Path]:
+    """A temporary folder for a benchmark's servers and logs. SIGTERM then ends the
+    benchmark as Ctrl-C does, so that what it started is stopped either way."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     with tempfile.TemporaryDirectory(prefix="tarsy-bench-") as folder:
         yield Path(folder)
 

@@ -9,7 +9,7 @@ dashboard client never received, and how many judge conversations were
 duplicated. Stuck, lost and duplicated must all be 0. Scenarios that kill
 workers run last.
 
-    .venv/bin/python bench/faults.py                      # everything (about 10 minutes)
+    .venv/bin/python bench/faults.py                      # everything (3-10 minutes)
     .venv/bin/python bench/faults.py --only redis web     # scenarios whose name has a word
     .venv/bin/python bench/faults.py --load-count 50
 

@@ -6,6 +6,7 @@ Protocol, close codes and authentication are described in docs/websocket.md.
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from urllib.parse import urlsplit
@@ -26,6 +27,8 @@ CLOSE_FORBIDDEN_ORIGIN = 4403
 CLOSE_TRY_AGAIN_LATER = 1013
 # Bound on one channel-layer call (group_add, group_discard).
 LAYER_TIMEOUT_S = 5.0
+# Age after which no event with a lower id can still be committing (see send_unsent_events).
+RESYNC_GRACE_S = 10.0
 MAX_SUBSCRIPTIONS = 100
 # Event ids remembered per connection to send each event once (an event can
 # arrive through two subscribed channels, or both live and in a catchup).
@@ -250,14 +253,29 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             try:
                 for channel in list(self.subscriptions):
                     await self.join(channel)
-                marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
-                for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
-                    await self.send_event(event)
-                    for channel in channels:
-                        if channel in self.checked_up_to:
-                            self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
+                    if channel not in self.subscriptions:  # unsubscribed meanwhile
+                        await self.leave(channel)
+                await self.send_unsent_events()
             except Exception:  # Redis or the database is down: try again next time
                 logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
+
+    async def send_unsent_events(self) -> None:
+        """Send the stored events of this connection's channels above their marks.
+
+        A channel's mark moves past an event only once the event is
+        RESYNC_GRACE_S old: ids are handed out before commit, so a lower id can
+        still be committing (a claim's transaction) when a higher one is read.
+        """
+        settled_before_us = time.time_ns() // 1000 - int(RESYNC_GRACE_S * 1_000_000)
+        marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
+        settled = set(marks)
+        for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
+            await self.send_event(event)
+            for channel in channels:
+                if event["timestamp_us"] >= settled_before_us:
+                    settled.discard(channel)
+                if channel in settled and channel in self.checked_up_to:
+                    self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
 
     async def join(self, channel: str) -> None:
         group = events.group_name(channel)

@@ -15,6 +15,7 @@ from the table with the WebSocket ``catchup`` action.
 """
 
 import asyncio
+import atexit
 import logging
 import os
 import threading
@@ -29,7 +30,7 @@ from django.db.models import Q
 from scoring.models import ScoringEvent
 
 logger = logging.getLogger(__name__)
-# A publish runs in the committing thread (after commit): bound its wait on Redis.
+# Bound on sending one event to Redis (in the background, after commit).
 PUBLISH_TIMEOUT_S = 5.0
 
 STARTED, PROGRESS, COMPLETED, FAILED = (
@@ -154,23 +155,49 @@ class _Publisher:
 
     channels-redis keeps its Redis connections per event loop, so publishing
     each event from a fresh loop (``async_to_sync``) would connect to Redis
-    every time: tens of milliseconds per event, in series when one commit
-    publishes many (a worker claiming a batch of scores).
+    every time: tens of milliseconds per event. ``send`` only queues the event:
+    the committing thread (a request, a worker's dispatcher or judge thread)
+    never waits on Redis, and one task sends the queue in commit order.
     """
 
     def __init__(self):
         self.pid = os.getpid()
         self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="scoring-event-publisher", daemon=True).start()
+        self.queue: asyncio.Queue[ScoringEvent] = asyncio.Queue()
+        threading.Thread(target=self._run, name="scoring-event-publisher", daemon=True).start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._send_forever())
+
+    async def _send_forever(self) -> None:
+        while True:
+            event = await self.queue.get()
+            try:
+                # Bounded, and cancelled when it times out: a send stuck on a dead
+                # connection must not hold up the events queued after it.
+                await asyncio.wait_for(send_to_groups(get_channel_layer(), event), PUBLISH_TIMEOUT_S)
+            except Exception:
+                logger.exception(
+                    "could not publish scoring event %s (score %s, session %s); connections will "
+                    "resync it from the table",
+                    event.id,
+                    event.score_id,
+                    event.session_id,
+                )
+            finally:
+                self.queue.task_done()
 
     def send(self, event: ScoringEvent) -> None:
-        sending = asyncio.run_coroutine_threadsafe(send_to_groups(get_channel_layer(), event), self.loop)
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every queued event was sent (or given up); False on timeout."""
         try:
-            sending.result(PUBLISH_TIMEOUT_S)
+            asyncio.run_coroutine_threadsafe(self.queue.join(), self.loop).result(timeout_s)
         except TimeoutError:
-            # Do not leave it running: sends stuck on a dead connection would pile up.
-            sending.cancel()
-            raise
+            return False
+        return True
 
 
 _publisher: _Publisher | None = None
@@ -187,14 +214,34 @@ def _this_process_publisher() -> _Publisher:
 
 
 def publish(event: ScoringEvent) -> None:
-    """Send a committed event to its groups. A failure is logged, not raised:
-    the event is stored, and each WebSocket connection resyncs its channels
-    from the table (``ScoringEventsConsumer.resync_forever``), so a client that
-    stays connected through a Redis outage still gets it."""
-    try:
-        _this_process_publisher().send(event)
-    except Exception:
-        logger.exception("could not publish scoring event %s; connections will resync it from the table", event.id)
+    """Queue a committed event for its groups; it is sent in the background.
+
+    A failure is logged, not raised: the event is stored, and each WebSocket
+    connection resyncs its channels from the table
+    (``ScoringEventsConsumer.resync_forever``), so a client that stays
+    connected through a Redis outage still gets it.
+    """
+    _this_process_publisher().send(event)
+
+
+def flush_published(timeout_s: float | None = None) -> bool:
+    """Wait (at most ``timeout_s``, default PUBLISH_TIMEOUT_S) until this process's
+    queued events are sent; False if some are still queued."""
+    if _publisher is None or _publisher.pid != os.getpid():
+        return True
+    return _publisher.flush(PUBLISH_TIMEOUT_S if timeout_s is None else timeout_s)
+
+
+# The publisher's thread is a daemon and dies with the interpreter: send what is
+# queued first. (A worker's SIGTERM ends it with os._exit: it flushes itself.)
+atexit.register(flush_published)
+
+
+def _of_channel_after(channel: str, after_id: int) -> Q:
+    """The events of a canonical channel with ids above ``after_id``."""
+    if channel == SESSIONS_CHANNEL:
+        return Q(on_sessions_channel=True, id__gt=after_id)
+    return Q(session_id=channel[len(SESSION_CHANNEL_PREFIX) :], id__gt=after_id)
 
 
 def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) -> tuple[list[dict], bool]:
@@ -202,12 +249,7 @@ def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) ->
 
     Returns at most ``limit`` payloads and whether more remain.
     """
-    events = ScoringEvent.objects.filter(id__gt=after_id)
-    if channel == SESSIONS_CHANNEL:
-        events = events.filter(on_sessions_channel=True)
-    else:
-        events = events.filter(session_id=channel[len(SESSION_CHANNEL_PREFIX) :])
-    page = list(events.order_by("id")[: limit + 1])
+    page = list(ScoringEvent.objects.filter(_of_channel_after(channel, after_id)).order_by("id")[: limit + 1])
     return [payload(event) for event in page[:limit]], len(page) > limit
 
 
@@ -219,10 +261,7 @@ def events_above_marks(marks: dict[str, int], limit: int = CATCHUP_PAGE_SIZE) ->
         return []
     wanted = Q()
     for channel, mark in marks.items():
-        if channel == SESSIONS_CHANNEL:
-            wanted |= Q(on_sessions_channel=True, id__gt=mark)
-        else:
-            wanted |= Q(session_id=channel[len(SESSION_CHANNEL_PREFIX) :], id__gt=mark)
+        wanted |= _of_channel_after(channel, mark)
     rows = ScoringEvent.objects.filter(wanted).order_by("id")[:limit]
     return [(payload(event), channels_of(event)) for event in rows]
 

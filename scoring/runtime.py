@@ -29,9 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from django.conf import settings
 from django.db import connection
 
-from scoring import services
+from scoring import events, services
 
 logger = logging.getLogger(__name__)
+# How long a stopping worker waits for a claim in progress.
+CLAIM_WAIT_S = 10.0
 
 
 class JudgeRuntime:
@@ -43,6 +45,10 @@ class JudgeRuntime:
         self._wake = threading.Event()
         self._lock = threading.Lock()
         self._held: set[str] = set()
+        # Held by the dispatcher from a claim until its scores are in ``_held``, so
+        # that shutting down fails every score this process has claimed.
+        self._claiming = threading.Lock()
+        self._stopping = False
         self._dispatcher = threading.Thread(target=self._dispatch_forever, name="judge-dispatcher", daemon=True)
 
     def start(self) -> None:
@@ -58,21 +64,31 @@ class JudgeRuntime:
 
     def _dispatch_forever(self) -> None:
         while True:
-            self._free_slots.acquire()
-            free = 1
-            while self._free_slots.acquire(blocking=False):
-                free += 1
-            scores = self._claim(free)
-            for _ in range(free - len(scores)):
-                self._free_slots.release()
-            for score in scores:
-                with self._lock:
-                    self._held.add(str(score.score_id))
-                self._pool.submit(self._run, score)
-            if len(scores) < free:  # nothing more pending, or the global limit is reached
-                connection.close()  # hold no connection while idle
+            try:
+                idle = self._dispatch_once()
+            except Exception:  # the dispatcher must never die: nothing else claims scores
+                logger.exception("judge dispatcher failed; going on in %s s", self.poll_s)
+                idle = True
+            if idle:
                 self._wake.wait(self.poll_s)
                 self._wake.clear()
+
+    def _dispatch_once(self) -> bool:
+        """Claim pending scores for the free slots and start them; True if slots stay free."""
+        self._free_slots.acquire()
+        free = 1
+        while self._free_slots.acquire(blocking=False):
+            free += 1
+        with self._claiming:
+            scores = [] if self._stopping else self._claim(free)
+            with self._lock:
+                self._held.update(str(score.score_id) for score in scores)
+        for _ in range(free - len(scores)):
+            self._free_slots.release()
+        for score in scores:
+            self._pool.submit(self._run, score)
+        connection.close()  # hold no connection between claims
+        return len(scores) < free  # nothing more pending, or the global limit is reached
 
     def _claim(self, limit: int) -> list:
         try:
@@ -92,11 +108,21 @@ class JudgeRuntime:
             connection.close()  # this thread's; threads are reused for other jobs
             self._free_slots.release()
 
+    def stop_claiming(self) -> bool:
+        """Claim no more scores; wait (at most CLAIM_WAIT_S) for a claim in progress to
+        register its scores in ``held``. False if it did not finish in time."""
+        self._stopping = True
+        if not self._claiming.acquire(timeout=CLAIM_WAIT_S):
+            return False
+        self._claiming.release()
+        return True
+
     def shut_down(self, signum, frame) -> None:
         """SIGTERM handler: fail the held jobs, then end the process."""
         # A second SIGTERM (the service manager signals every process, and the
         # cluster forwards it too) must not re-enter this handler mid-write.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        claim_done = self.stop_claiming()
         held = self.held()
         logger.info("worker process stopping: failing %d judge jobs it holds", len(held))
         for score_id in held:
@@ -104,6 +130,10 @@ class JudgeRuntime:
                 services.fail_scoring(score_id, services.WORKER_SHUT_DOWN)
             except Exception:  # the orphan cleanup will fail it instead
                 logger.exception("could not record the shutdown of score %s", score_id)
+        if not claim_done:
+            logger.warning("a claim was still running; its scores will be failed as orphans")
+        # os._exit skips atexit: send the failed events before going.
+        events.flush_published()
         logging.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -18,6 +18,7 @@ from django.test import Client
 
 from scoring import consumers, events
 from scoring.models import ScoringEvent
+from scoring.selectors import latest_event_id
 from scoring.consumers import (
     CLOSE_FORBIDDEN_ORIGIN,
     CLOSE_TRY_AGAIN_LATER,
@@ -408,23 +409,11 @@ def test_with_redis_an_event_never_published_still_reaches_a_connected_client(se
     settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
     settings.SCORING_EVENT_RESYNC_S = 0.2
 
-    def store_unpublished() -> dict:
-        return events.payload(
-            ScoringEvent.objects.create(
-                event_type=events.COMPLETED,
-                score_id=score.score_id,
-                session_id=score.session_id,
-                on_sessions_channel=True,
-                timestamp_us=time.time_ns() // 1000,
-                fields={"total_score": 77},
-            )
-        )
-
     async def scenario():
         ws = LoopbackCommunicator(PROXY_USER)
         await ws.open()
         await ws.request({"action": "subscribe", "channel": session_channel(score)})
-        stored = await database_sync_to_async(store_unpublished)()
+        stored = await database_sync_to_async(store_unpublished)(score)
         received = await ws.receive_json_from(TIMEOUT_S)
         await ws.disconnect()
         return stored, received
@@ -433,8 +422,49 @@ def test_with_redis_an_event_never_published_still_reaches_a_connected_client(se
     assert received == stored
 
 
+def store_unpublished(score, event_id: int | None = None) -> dict:
+    """An event row written without publishing it (as when Redis was down)."""
+    return events.payload(
+        ScoringEvent.objects.create(
+            id=event_id,
+            event_type=events.COMPLETED,
+            score_id=score.score_id,
+            session_id=score.session_id,
+            on_sessions_channel=True,
+            timestamp_us=time.time_ns() // 1000,
+            fields={"total_score": 77},
+        )
+    )
 
-def test_a_subscribe_the_channel_layer_cannot_serve_closes_the_socket_to_retry(settings, monkeypatch, silent_redis_url):
+
+def test_with_redis_a_lower_id_committed_after_a_resync_still_reaches_the_client(
+    settings, redis_server_url, score
+):
+    """Ids are handed out before commit: the resync must not move its mark past an id
+    that may still be committing, or an unpublished event committed late is lost."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
+    settings.SCORING_EVENT_RESYNC_S = 0.2
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": "sessions"})
+        base = await database_sync_to_async(latest_event_id)()
+        higher = await database_sync_to_async(store_unpublished)(score, base + 10)
+        first = await ws.receive_json_from(TIMEOUT_S)  # sent by a resync
+        lower = await database_sync_to_async(store_unpublished)(score, base + 5)  # committed late
+        second = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return (higher, lower), (first, second)
+
+    stored, received = run(scenario)
+    assert received == stored
+
+
+
+def test_a_subscribe_the_channel_layer_cannot_serve_closes_the_socket_to_retry(
+    settings, monkeypatch, silent_redis_url
+):
     """Redis hangs: the client is told and the socket closed with 1013, so it reconnects
     and catches up later, instead of waiting forever for its subscription."""
     settings.CHANNEL_LAYERS = redis_channel_layer(silent_redis_url)
