@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import math
 import shutil
-import signal
 import statistics
 import sys
 from pathlib import Path
@@ -211,10 +210,6 @@ def measure(args, env: dict[str, str], work: Path) -> int:
     return 1 if problems else 0
 
 
-def interrupt(signum, frame):
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -227,8 +222,6 @@ def main() -> int:
     parser.add_argument("--timeout-s", type=float, default=600, help="give up waiting after this")
     parser.add_argument("--keep-logs", type=Path, help="copy the processes' logs into this folder")
     args = parser.parse_args()
-    # SIGTERM too unwinds through the clean-up below.
-    signal.signal(signal.SIGTERM, interrupt)
     topology_args = ["--web", str(args.web), "--workers", str(args.workers), "--fake-llm"]
     topology_args += ["--fake-llm-delay", str(args.latency_s)]
     try:

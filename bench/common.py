@@ -155,11 +155,15 @@ def setup_django(db_url: str, redis_url: str | None = None) -> None:
     logging.getLogger().setLevel(logging.WARNING)
 
 
+def interrupt(signum, frame):
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 @contextlib.contextmanager
 def work_folder() -> Iterator[Path]:
     """A temporary folder for a benchmark's servers and logs. SIGTERM then ends the
     benchmark as Ctrl-C does, so that what it started is stopped either way."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    signal.signal(signal.SIGTERM, interrupt)
     with tempfile.TemporaryDirectory(prefix="tarsy-bench-") as folder:
         yield Path(folder)
 

@@ -151,6 +151,10 @@ def first_turns(judge_llm) -> list:
     return [request for request in judge_llm.requests if len(request.messages) == 1]
 
 
+def all_completed(score_ids) -> bool:
+    return set(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True)) == {"completed"}
+
+
 def post_scorings(operator_client, count: int) -> list[str]:
     return [operator_client.post(url(make_session().session_id)).json()["score_id"] for _ in range(count)]
 
@@ -166,7 +170,7 @@ def test_one_worker_process_runs_many_judge_jobs_at_once(start_worker, judge_llm
     # Run one after another, the fifth would start four turns (16 s) after the first.
     assert arrivals[-1] - arrivals[0] < delay_s
     wait_for(
-        lambda: set(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True)) == {"completed"},
+        lambda: all_completed(score_ids),
         what="all five to complete",
     )
 
@@ -186,7 +190,7 @@ def test_the_global_in_flight_limit_holds_jobs_back(start_worker, judge_llm, ope
     score_ids = post_scorings(operator_client, 4)
 
     wait_for(
-        lambda: set(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True)) == {"completed"},
+        lambda: all_completed(score_ids),
         what="all four to complete",
     )
     arrivals = sorted(request.arrived for request in first_turns(judge_llm))
@@ -205,7 +209,7 @@ def test_pending_scores_without_a_task_are_run_by_polling_workers(start_worker, 
     start_worker(**{**judge_llm.env(), "SCORING_WORKER_POLL_S": "0.5"})
 
     wait_for(
-        lambda: set(SessionScore.objects.filter(pk__in=backlog).values_list("status", flat=True)) == {"completed"},
+        lambda: all_completed(backlog),
         what="the backlog to complete",
     )
 
@@ -223,7 +227,7 @@ def test_a_busy_worker_process_leaves_new_scorings_to_one_with_free_slots(start_
     # One slot per process: both at once only if each process took one.
     assert arrivals[1] - arrivals[0] < delay_s
     wait_for(
-        lambda: set(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True)) == {"completed"},
+        lambda: all_completed(score_ids),
         what="both to complete",
     )
 
