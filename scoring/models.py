@@ -51,6 +51,9 @@ class AlertSession(models.Model):
     session_level_interactions = models.JSONField(default=list)
     # Size of the investigation as received, for operators and the token estimate.
     investigation_bytes = models.BigIntegerField(default=0)
+    # What ingest had to change to store the document (for example NUL characters
+    # replaced), one sentence each; empty when it was stored exactly as sent.
+    ingest_notes = models.JSONField(default=list, blank=True)
     imported_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # A copy of the newest score's id, status, total and prompt hash (null: never
