@@ -1,6 +1,6 @@
 """The dashboard WebSocket at ``/api/v1/ws``: TARSy's subscribe/catchup protocol.
 
-Protocol, close codes and authentication are described in docs/websocket.md.
+Protocol, replay, close codes and authentication are described in docs/websocket.md.
 """
 
 import asyncio
@@ -21,8 +21,6 @@ from scoring.auth import proxy_username
 
 logger = logging.getLogger(__name__)
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_FORBIDDEN_ORIGIN = 4403
 # RFC 6455's "Try Again Later": the channel layer (Redis) is unreachable.
 CLOSE_TRY_AGAIN_LATER = 1013
 # Bound on one channel-layer call (group_add, group_discard).
@@ -31,8 +29,9 @@ LAYER_TIMEOUT_S = 5.0
 RESYNC_GRACE_S = 10.0
 MAX_SUBSCRIPTIONS = 100
 # Event ids remembered per connection to send each event once (an event can
-# arrive through two subscribed channels, or both live and in a catchup).
-REMEMBERED_EVENT_IDS = 10_000
+# arrive through two subscribed channels, or live, replayed and in a catchup):
+# enough for a full replay of every subscription.
+REMEMBERED_EVENT_IDS = MAX_SUBSCRIPTIONS * events.REPLAY_LIMIT
 
 
 def request_meta(scope: dict) -> dict:
@@ -58,8 +57,8 @@ def origin_allowed(origin: str, host: str | None) -> bool:
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
 
-def refusal_code(scope: dict) -> int | None:
-    """The close code for a connection that may not listen, or None if it may.
+def refusal_reason(scope: dict) -> str | None:
+    """Why a connection may not listen, or None if it may.
 
     Listeners authenticate like the REST API: oauth2-proxy headers from a
     trusted address, or a Django session cookie. A browser always sends
@@ -70,13 +69,13 @@ def refusal_code(scope: dict) -> int | None:
     meta = request_meta(scope)
     origin = meta.get("HTTP_ORIGIN")
     if origin is not None and not origin_allowed(origin, meta.get("HTTP_HOST")):
-        return CLOSE_FORBIDDEN_ORIGIN
+        return "foreign origin"
     if proxy_username(meta) is not None:
         return None
     user = scope.get("user")
     if user is None or not user.is_authenticated:
-        return CLOSE_UNAUTHENTICATED
-    return None if origin is not None else CLOSE_FORBIDDEN_ORIGIN
+        return "not authenticated"
+    return None if origin is not None else "session cookie without origin"
 
 
 class ProtocolError(Exception):
@@ -149,14 +148,16 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 self.resync_task.cancel()
 
     async def connect(self):
-        # Accept first: close codes reach the client only on an accepted socket
-        # (a refused handshake is a bare HTTP 403).
-        await self.accept()
-        code = refusal_code(self.scope)
-        if code is not None:
-            logger.info("websocket %s refused with %s", self.connection_id, code)
-            await self.close(code=code)
+        reason = refusal_reason(self.scope)
+        if reason is not None:
+            # Closing before accepting refuses the handshake (daphne answers
+            # HTTP 403). The dashboards reset their reconnect back-off whenever
+            # a socket opens, so accepting and then closing would make them
+            # reconnect several times a second, forever.
+            logger.info("websocket %s refused: %s", self.connection_id, reason)
+            await self.close()
             return
+        await self.accept()
         await relay.ensure_running()
         if events.publishes_directly():
             self.resync_task = asyncio.create_task(self.resync_forever())
@@ -214,6 +215,23 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             self.subscriptions.add(channel)
             self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
         await self.send_json({"type": "subscription.confirmed", "channel": channel})
+        await self.replay(channel)
+
+    async def replay(self, channel: str) -> None:
+        """Send the channel's newest stored events (Go TARSy's dashboard expects
+        them after every subscribe), then ``catchup.overflow`` if older ones
+        were left out.
+
+        Runs after joining the channel's group, so an event committed after the
+        query arrives live; one both replayed and live is sent once. Live
+        messages wait until this handler returns (a consumer handles one
+        message at a time), so they come after the replay.
+        """
+        recent, left_out = await database_sync_to_async(events.recent_events)(channel)
+        for event in recent:
+            await self.send_event(event)
+        if left_out:
+            await self.send_json({"type": "catchup.overflow", "channel": channel, "has_more": True})
 
     async def unsubscribe(self, content: dict) -> None:
         channel = channel_of(content)

@@ -11,7 +11,8 @@ the commit it is published to the channel layer:
   nothing itself, which keeps each event to one delivery.
 
 A client that missed events (disconnected, or the layer was down) replays them
-from the table with the WebSocket ``catchup`` action.
+from the table with the WebSocket ``catchup`` action; ``subscribe`` replays a
+channel's newest events (``recent_events``), as Go TARSy's server does.
 """
 
 import asyncio
@@ -56,6 +57,8 @@ SESSION_CHANNEL_PREFIX = "session:"
 # Channel-layer message type; the consumer handles it in ``scoring_event``.
 LAYER_MESSAGE_TYPE = "scoring.event"
 CATCHUP_PAGE_SIZE = 100
+# Events replayed right after a subscribe: Go TARSy's server replays up to 200.
+REPLAY_LIMIT = 200
 
 
 class InvalidChannel(ValueError):
@@ -93,9 +96,13 @@ def channels_of(event: ScoringEvent) -> list[str]:
 
 
 def payload(event: ScoringEvent) -> dict:
-    """What clients receive for a stored event, live or in a catchup."""
+    """What clients receive for a stored event, live, replayed or in a catchup.
+
+    ``db_event_id`` repeats ``id``: Go TARSy's dashboard resumes from that field.
+    """
     return {
         "id": event.id,
+        "db_event_id": event.id,
         "type": event.event_type,
         "score_id": str(event.score_id),
         "session_id": str(event.session_id),
@@ -251,6 +258,13 @@ def events_after(channel: str, after_id: int, limit: int = CATCHUP_PAGE_SIZE) ->
     """
     page = list(ScoringEvent.objects.filter(_of_channel_after(channel, after_id)).order_by("id")[: limit + 1])
     return [payload(event) for event in page[:limit]], len(page) > limit
+
+
+def recent_events(channel: str, limit: int = REPLAY_LIMIT) -> tuple[list[dict], bool]:
+    """The newest ``limit`` stored events of a canonical channel, oldest first,
+    and whether older ones were left out."""
+    newest = list(ScoringEvent.objects.filter(_of_channel_after(channel, 0)).order_by("-id")[: limit + 1])
+    return [payload(event) for event in reversed(newest[:limit])], len(newest) > limit
 
 
 def events_above_marks(marks: dict[str, int], limit: int = CATCHUP_PAGE_SIZE) -> list[tuple[dict, list[str]]]:

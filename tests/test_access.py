@@ -2,7 +2,7 @@
 sessions, the admin for staff only.
 
 (Header, token and cookie sign-in one by one are in tests/test_auth.py, the
-WebSocket close codes in tests/test_consumers.py, the rate limit in
+WebSocket handshake refusals in tests/test_consumers.py, the rate limit in
 tests/test_throttle.py.) Here the same rules are checked end to end through a
 real daphne process, where the peer address is the real one.
 """
@@ -17,8 +17,8 @@ from django.contrib.auth import get_user_model
 from django.middleware.csrf import get_token
 from rest_framework.test import APIClient
 from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
 
-from scoring.consumers import CLOSE_UNAUTHENTICATED
 from scoring.models import SessionScore
 from tests.support.api import session_document
 from tests.support.factories import make_session
@@ -107,10 +107,12 @@ def http(method: str, url: str, headers: dict) -> int:
         return error.code
 
 
-async def websocket_close_code(ws_url: str, headers: dict) -> int:
-    async with ws_connect(ws_url, additional_headers=headers) as websocket:
-        await asyncio.wait_for(websocket.wait_closed(), 20)
-        return websocket.close_code
+async def websocket_refusal_status(ws_url: str, headers: dict) -> int:
+    """The HTTP status of a refused WebSocket handshake."""
+    with pytest.raises(InvalidStatus) as refused:
+        async with ws_connect(ws_url, additional_headers=headers, open_timeout=20):
+            pass
+    return refused.value.response.status_code
 
 
 SPOOFED = [
@@ -128,13 +130,13 @@ def test_proxy_headers_from_an_untrusted_peer_are_ignored_by_rest_and_websocket(
     for headers in SPOOFED:
         assert http("GET", server.http_url + SESSIONS_URL, headers) == 401, headers
         assert http("POST", server.http_url + score_url(session.session_id), headers) == 401, headers
-        assert asyncio.run(websocket_close_code(server.ws_url, headers)) == CLOSE_UNAUTHENTICATED, headers
+        assert asyncio.run(websocket_refusal_status(server.ws_url, headers)) == 403, headers
     assert not SessionScore.objects.exists()
     assert not get_user_model().objects.filter(username__startswith="mallory").exists()
 
 
 @pytest.mark.processes
-def test_unauthenticated_callers_get_401_and_a_4401_close(start_daphne):
+def test_unauthenticated_callers_get_401_and_a_refused_websocket_handshake(start_daphne):
     server = start_daphne()
     assert http("GET", server.http_url + SESSIONS_URL, {}) == 401
-    assert asyncio.run(websocket_close_code(server.ws_url, {})) == CLOSE_UNAUTHENTICATED
+    assert asyncio.run(websocket_refusal_status(server.ws_url, {})) == 403

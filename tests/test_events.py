@@ -74,6 +74,8 @@ def test_record_stores_one_row_with_the_event_payload(score):
     payload = events.payload(stored)
     assert payload == {
         "id": event.id,
+        # Go TARSy's dashboard resumes from db_event_id; tarsy-bot's from id.
+        "db_event_id": event.id,
         "type": "scoring.completed",
         "score_id": str(score.score_id),
         "session_id": str(score.session_id),
@@ -217,6 +219,17 @@ def test_events_after_for_sessions_skips_progress(score):
     assert [event["id"] for event in page] == [started.id, completed.id]
     assert not has_more
     assert events.events_after("sessions", completed.id) == ([], False)
+
+
+def test_recent_events_are_a_channels_newest_oldest_first_with_whether_older_were_left_out(score):
+    other = make_score(make_session(), status="in_progress")
+    recorded = [record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING) for _ in range(5)]
+    record_committed(events.STARTED, other)
+    channel = f"session:{score.session_id}"
+
+    assert events.recent_events(channel, limit=3) == ([events.payload(event) for event in recorded[2:]], True)
+    assert events.recent_events(channel, limit=5) == ([events.payload(event) for event in recorded], False)
+    assert [event["type"] for event in events.recent_events("sessions")[0]] == ["scoring.started"]
 
 
 # --- pruning ------------------------------------------------------------------------------

@@ -62,6 +62,35 @@ def test_single_machine_a_client_sees_the_scoring_live_and_a_dropped_one_catches
     assert seen_before_drop + missed == live  # nothing lost across the disconnect
 
 
+def test_a_client_offline_for_a_whole_scoring_gets_it_replayed_when_it_subscribes_again(
+    start_daphne, start_worker, judge_llm
+):
+    """Go TARSy's dashboard (web/dashboard/src/services/websocket.ts) resubscribes
+    after a reconnect and, having no ``db_event_id`` yet, asks for no catchup: the
+    replay after ``subscribe`` must bring the whole scoring that ran meanwhile."""
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    web = start_daphne()
+    start_worker(**judge_llm.env())
+    session = make_session()
+    channel = f"session:{session.session_id}"
+
+    async def scenario():
+        async with EventClient.connect(web.ws_url) as client:
+            assert await client.subscribe_with_replay(channel) == []
+        score = await post_score(web.http_url, session.session_id)
+        async with EventClient.connect(web.ws_url) as watcher:  # to know when it has ended
+            await watcher.subscribe(channel)
+            while (await watcher.wait_for_events(1))[0]["type"] != "scoring.completed":
+                pass
+        async with EventClient.connect(web.ws_url) as client:
+            return score, await client.subscribe_with_replay(channel)
+
+    score, replayed = asyncio.run(scenario())
+    assert shape(replayed) == EXPECTED
+    assert {event["score_id"] for event in replayed} == {score["score_id"]}
+    assert all(event["db_event_id"] == event["id"] for event in replayed)
+
+
 def test_with_redis_clients_on_two_web_processes_both_see_the_scoring(
     start_daphne, start_worker, judge_llm, redis_server_url
 ):

@@ -8,10 +8,12 @@ process.
 import asyncio
 
 import pytest
-from websockets.exceptions import ConnectionClosed
+from django.contrib.auth import get_user_model
+from django.test import Client
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
 
 from scoring import events
-from scoring.consumers import CLOSE_UNAUTHENTICATED
 from tests.support.factories import make_score, make_session
 from tests.support.servers import EventClient, record_in_process
 
@@ -51,29 +53,40 @@ def test_worker_events_reach_a_subscriber_through_the_relay(start_daphne, score)
     assert {event["score_id"] for event in received} == {str(score.score_id)}
 
 
-def test_client_that_disconnects_mid_run_catches_up_by_id(start_daphne, score):
+def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_without_duplicates(start_daphne, score):
+    """tarsy-bot's dashboard (dashboard/src/services/websocketService.ts) after a
+    reconnect: ``subscribe``, then ``catchup`` from the last ``id`` it saw. Go TARSy's
+    dashboard does the same from ``db_event_id``. The replay that follows the
+    subscribe and the catchup together bring every missed event, each once."""
     server = start_daphne()
     channel = f"session:{score.session_id}"
 
     async def scenario():
         async with EventClient.connect(server.ws_url) as client:
             await client.subscribe(channel)
-            await record_elsewhere(server.env, score, SCORING_RUN[:1])
+            [started_id] = await record_elsewhere(server.env, score, SCORING_RUN[:1])
             [started] = await client.wait_for_events(1)
         # Offline while the rest of the run happens.
         rest_ids = await record_elsewhere(server.env, score, SCORING_RUN[1:])
         async with EventClient.connect(server.ws_url) as client:
-            await client.subscribe(channel)
-            replayed, complete = await client.catchup(channel, started["id"])
+            await client.send({"action": "subscribe", "channel": channel})
+            await client.send({"action": "catchup", "channel": channel, "last_event_id": started["db_event_id"]})
+            await client.send({"action": "ping"})
+            received = []
+            while (message := await client.receive())["type"] != "pong":
+                received.append(message)
             # Live delivery resumes after the catchup.
             [failed_id] = await record_elsewhere(
                 server.env, score, [(events.FAILED, {"error_message": "late"})]
             )
             [live] = await client.wait_for_events(1)
-        return rest_ids, replayed, complete, failed_id, live
+        return started_id, rest_ids, received, failed_id, live
 
-    rest_ids, replayed, complete, failed_id, live = asyncio.run(scenario())
-    assert [event["id"] for event in replayed] == rest_ids
+    started_id, rest_ids, received, failed_id, live = asyncio.run(scenario())
+    confirmed, *replayed, complete = received
+    assert confirmed == {"type": "subscription.confirmed", "channel": channel}
+    # The replay repeats the event seen before the drop; nothing comes twice on this connection.
+    assert [event["db_event_id"] for event in replayed] == [started_id, *rest_ids]
     assert complete == {
         "type": "catchup.complete",
         "channel": channel,
@@ -83,16 +96,61 @@ def test_client_that_disconnects_mid_run_catches_up_by_id(start_daphne, score):
     assert (live["id"], live["type"]) == (failed_id, "scoring.failed")
 
 
-def test_unauthenticated_client_is_closed_with_4401(start_daphne):
+def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_subscribe(start_daphne, score):
+    """Go TARSy's dashboard asks for a catchup only once it has a ``db_event_id``
+    (tarsy-bot's, once it has an ``id``): a client that subscribed, dropped, and
+    missed a whole scoring relies on the replay after its next ``subscribe``."""
     server = start_daphne()
+    channel = f"session:{score.session_id}"
 
     async def scenario():
-        with pytest.raises(ConnectionClosed) as closed:
-            async with EventClient.connect(server.ws_url, user=None):
-                pass
-        return closed.value.rcvd.code
+        async with EventClient.connect(server.ws_url) as client:
+            assert await client.subscribe_with_replay(channel) == []
+        recorded_ids = await record_elsewhere(server.env, score, SCORING_RUN)
+        async with EventClient.connect(server.ws_url) as client:
+            return recorded_ids, await client.subscribe_with_replay(channel)
 
-    assert asyncio.run(scenario()) == CLOSE_UNAUTHENTICATED
+    recorded_ids, replayed = asyncio.run(scenario())
+    assert [event["db_event_id"] for event in replayed] == recorded_ids
+    assert [event["type"] for event in replayed] == [event_type for event_type, _ in SCORING_RUN]
+
+
+def handshake_status(ws_url: str, headers: dict, origin: str | None = None) -> int:
+    """The HTTP status answering a WebSocket handshake (101 when accepted)."""
+
+    async def attempt() -> int:
+        try:
+            async with ws_connect(ws_url, additional_headers=headers, origin=origin, open_timeout=20):
+                return 101
+        except InvalidStatus as refused:
+            return refused.response.status_code
+
+    return asyncio.run(attempt())
+
+
+def logged_in_cookie() -> dict:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("carol"))
+    return {"Cookie": f"sessionid={client.cookies['sessionid'].value}"}
+
+
+def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_daphne):
+    """Both dashboards reset their back-off when a socket opens and reconnect after
+    any close: refused in the handshake (never opened), they back off to 3 s."""
+    server = start_daphne()
+    host = server.http_url.removeprefix("http://")
+    proxy_user = {"X-Forwarded-User": "alice"}
+    cookie = logged_in_cookie()
+
+    assert handshake_status(server.ws_url, {}) == 403
+    assert handshake_status(server.ws_url, {}, origin=server.http_url) == 403
+    # Through oauth2-proxy (trusted headers), and with a Django session cookie.
+    assert handshake_status(server.ws_url, proxy_user, origin="https://evil.example") == 403
+    assert handshake_status(server.ws_url, cookie, origin="https://evil.example") == 403
+    assert handshake_status(server.ws_url, cookie) == 403  # a cookie needs an Origin
+    # The same credentials from this site's own pages are accepted.
+    assert handshake_status(server.ws_url, proxy_user, origin=f"http://{host}") == 101
+    assert handshake_status(server.ws_url, cookie, origin=f"http://{host}") == 101
 
 
 def test_redis_mode_delivers_to_clients_of_two_web_processes(start_daphne, redis_server_url, score):

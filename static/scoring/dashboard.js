@@ -5,7 +5,9 @@
 // "session:<id>" on a session page) and the newest event id stored when it was
 // rendered (data-last-event-id). After every (re)connect the script subscribes
 // and catches up from the last event it handled, so nothing between the page
-// render and the socket, or during a disconnect, is missed.
+// render and the socket, or during a disconnect, is missed. A subscribe also
+// replays the channel's newest events: those up to the rendered id are already
+// on the page and are skipped.
 "use strict";
 
 (function () {
@@ -151,7 +153,8 @@
   }
 
   function follow(channel) {
-    let lastEventId = Number(body.dataset.lastEventId || 0);
+    const renderedUpTo = Number(body.dataset.lastEventId || 0);
+    let lastEventId = renderedUpTo;
     let retryMs = 500;
     const seen = new Set();
 
@@ -167,12 +170,14 @@
           socket.send(JSON.stringify({ action: "catchup", channel, last_event_id: lastEventId }));
         } else if (data.type === "catchup.complete" && data.has_more) {
           socket.send(JSON.stringify({ action: "catchup", channel, last_event_id: data.last_event_id }));
-        } else if (data.type && data.type.startsWith("scoring.") && !seen.has(data.id)) {
+        } else if (data.type && data.type.startsWith("scoring.") && data.id > renderedUpTo && !seen.has(data.id)) {
           seen.add(data.id);
           lastEventId = Math.max(lastEventId, data.id);
           handle(data);
         }
       });
+      // Also after a refused handshake (HTTP 403, not logged in): the back-off
+      // grows until a connection is established.
       socket.addEventListener("close", () => {
         body.dataset.live = "reconnecting";
         setTimeout(connect, retryMs);

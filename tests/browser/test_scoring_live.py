@@ -127,3 +127,25 @@ def test_the_list_catches_up_on_what_it_missed_while_disconnected(live_site, sig
     expect(badge).to_have_text("64 · Weak")
     assert same_document(page)
     assert page.errors == []
+
+
+def test_a_page_opened_after_a_scoring_does_not_replay_it(live_site, signed_in, judge_llm):
+    """The server replays a channel's newest events after every subscribe (Go TARSy's
+    dashboard relies on it); the page already shows those up to its rendered event id
+    and must not act them out again."""
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    session = make_session()
+    first, _ = services.score_request(session_id=session.session_id, triggered_by="cli")
+    wait_for(lambda: SessionScore.objects.get(pk=first.pk).status == "completed", what="the worker to score")
+    page = signed_in()
+    page.goto(live_site.url(f"/sessions/{session.session_id}/"))
+    page.wait_for_function("document.body.dataset.live === 'connected'")
+    mark_document(page)
+
+    # A live scoring after the replay: once its end is shown, the replay was handled too.
+    judge_llm.push(Reply("Better on a second look.\n\n81"), Reply(TURN2))
+    services.score_request(session_id=session.session_id, triggered_by="cli", force_rescore=True)
+    expect(page.locator("[data-live-status]")).to_have_text("Scoring completed: 81/100.")
+    assert status_log(page) == [*SCORE_EVENTS_SHOWN, "Scoring completed: 81/100."]
+    assert same_document(page)
+    assert page.errors == []

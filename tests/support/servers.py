@@ -288,6 +288,17 @@ class EventClient:
         reply = await self.request({"action": "subscribe", "channel": channel})
         assert reply == {"type": "subscription.confirmed", "channel": channel}, reply
 
+    async def subscribe_with_replay(self, channel: str) -> list[dict]:
+        """Subscribe; return what the server sent after the confirmation (the
+        channel's replayed events, and ``catchup.overflow`` if it was cut).
+        A ping marks the end: the server answers messages in order."""
+        await self.subscribe(channel)
+        await self.send({"action": "ping"})
+        replayed = []
+        while (message := await self.receive())["type"] != "pong":
+            replayed.append(message)
+        return replayed
+
     async def wait_for_events(self, count: int, timeout_s: float = RECEIVE_TIMEOUT_S) -> list[dict]:
         """The next ``count`` scoring events, in arrival order."""
         received = []
