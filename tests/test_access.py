@@ -16,12 +16,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.middleware.csrf import get_token
 from rest_framework.test import APIClient
-from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import InvalidStatus
 
 from scoring.models import SessionScore
 from tests.support.api import session_document
 from tests.support.factories import make_session
+from tests.support.servers import handshake_status
 
 SESSIONS_URL = "/api/v1/sessions/"
 
@@ -107,14 +106,6 @@ def http(method: str, url: str, headers: dict) -> int:
         return error.code
 
 
-async def websocket_refusal_status(ws_url: str, headers: dict) -> int:
-    """The HTTP status of a refused WebSocket handshake."""
-    with pytest.raises(InvalidStatus) as refused:
-        async with ws_connect(ws_url, additional_headers=headers, open_timeout=20):
-            pass
-    return refused.value.response.status_code
-
-
 SPOOFED = [
     {"X-Forwarded-User": "mallory"},
     {"X-Forwarded-Email": "mallory@example.com"},
@@ -130,7 +121,7 @@ def test_proxy_headers_from_an_untrusted_peer_are_ignored_by_rest_and_websocket(
     for headers in SPOOFED:
         assert http("GET", server.http_url + SESSIONS_URL, headers) == 401, headers
         assert http("POST", server.http_url + score_url(session.session_id), headers) == 401, headers
-        assert asyncio.run(websocket_refusal_status(server.ws_url, headers)) == 403, headers
+        assert asyncio.run(handshake_status(server.ws_url, headers)) == 403, headers
     assert not SessionScore.objects.exists()
     assert not get_user_model().objects.filter(username__startswith="mallory").exists()
 
@@ -139,4 +130,4 @@ def test_proxy_headers_from_an_untrusted_peer_are_ignored_by_rest_and_websocket(
 def test_unauthenticated_callers_get_401_and_a_refused_websocket_handshake(start_daphne):
     server = start_daphne()
     assert http("GET", server.http_url + SESSIONS_URL, {}) == 401
-    assert asyncio.run(websocket_refusal_status(server.ws_url, {})) == 403
+    assert asyncio.run(handshake_status(server.ws_url, {})) == 403

@@ -17,9 +17,9 @@ from django.db import transaction
 from django.test import Client
 
 from scoring import consumers, events
+from scoring.consumers import CLOSE_TRY_AGAIN_LATER, MAX_SUBSCRIPTIONS
 from scoring.models import ScoringEvent
 from scoring.selectors import latest_event_id
-from scoring.consumers import CLOSE_TRY_AGAIN_LATER, MAX_SUBSCRIPTIONS
 from tarsy_scoring.asgi import application
 from tests.support.factories import make_score, make_session
 from tests.support.servers import WS_PATH, redis_channel_layer
@@ -502,7 +502,10 @@ def session_cookie(username="carol") -> tuple[bytes, bytes]:
         (PROXY_USER + [(b"origin", b"https://evil.example")], ("127.0.0.1", 5000)),
         (PROXY_USER + [(b"origin", b"null")], ("127.0.0.1", 5000)),
         # Another port of an allowed host is another site (another app on the machine).
-        (PROXY_USER + [(b"host", b"localhost:8000"), (b"origin", b"http://localhost:9999")], ("127.0.0.1", 5000)),
+        (
+            PROXY_USER + [(b"host", b"localhost:8000"), (b"origin", b"http://localhost:9999")],
+            ("127.0.0.1", 5000),
+        ),
         (PROXY_USER + [(b"origin", b"http://localhost:8000")], ("127.0.0.1", 5000)),
     ],
 )

@@ -10,12 +10,10 @@ import asyncio
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
-from websockets.asyncio.client import connect as ws_connect
-from websockets.exceptions import InvalidStatus
 
 from scoring import events
 from tests.support.factories import make_score, make_session
-from tests.support.servers import EventClient, record_in_process
+from tests.support.servers import EventClient, handshake_status, record_in_process
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +51,9 @@ def test_worker_events_reach_a_subscriber_through_the_relay(start_daphne, score)
     assert {event["score_id"] for event in received} == {str(score.score_id)}
 
 
-def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_without_duplicates(start_daphne, score):
+def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_without_duplicates(
+    start_daphne, score
+):
     """tarsy-bot's dashboard (dashboard/src/services/websocketService.ts) after a
     reconnect: ``subscribe``, then ``catchup`` from the last ``id`` it saw. Go TARSy's
     dashboard does the same from ``db_event_id``. The replay that follows the
@@ -70,7 +70,9 @@ def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_withou
         rest_ids = await record_elsewhere(server.env, score, SCORING_RUN[1:])
         async with EventClient.connect(server.ws_url) as client:
             await client.send({"action": "subscribe", "channel": channel})
-            await client.send({"action": "catchup", "channel": channel, "last_event_id": started["db_event_id"]})
+            await client.send(
+                {"action": "catchup", "channel": channel, "last_event_id": started["db_event_id"]}
+            )
             await client.send({"action": "ping"})
             received = []
             while (message := await client.receive())["type"] != "pong":
@@ -96,7 +98,9 @@ def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_withou
     assert (live["id"], live["type"]) == (failed_id, "scoring.failed")
 
 
-def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_subscribe(start_daphne, score):
+def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_subscribe(
+    start_daphne, score
+):
     """Go TARSy's dashboard asks for a catchup only once it has a ``db_event_id``
     (tarsy-bot's, once it has an ``id``): a client that subscribed, dropped, and
     missed a whole scoring relies on the replay after its next ``subscribe``."""
@@ -115,19 +119,6 @@ def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_
     assert [event["type"] for event in replayed] == [event_type for event_type, _ in SCORING_RUN]
 
 
-def handshake_status(ws_url: str, headers: dict, origin: str | None = None) -> int:
-    """The HTTP status answering a WebSocket handshake (101 when accepted)."""
-
-    async def attempt() -> int:
-        try:
-            async with ws_connect(ws_url, additional_headers=headers, origin=origin, open_timeout=20):
-                return 101
-        except InvalidStatus as refused:
-            return refused.response.status_code
-
-    return asyncio.run(attempt())
-
-
 def logged_in_cookie() -> dict:
     client = Client()
     client.force_login(get_user_model().objects.create_user("carol"))
@@ -142,15 +133,18 @@ def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_daphne
     proxy_user = {"X-Forwarded-User": "alice"}
     cookie = logged_in_cookie()
 
-    assert handshake_status(server.ws_url, {}) == 403
-    assert handshake_status(server.ws_url, {}, origin=server.http_url) == 403
+    def status(headers: dict, origin: str | None = None) -> int:
+        return asyncio.run(handshake_status(server.ws_url, headers, origin))
+
+    assert status({}) == 403
+    assert status({}, origin=server.http_url) == 403
     # Through oauth2-proxy (trusted headers), and with a Django session cookie.
-    assert handshake_status(server.ws_url, proxy_user, origin="https://evil.example") == 403
-    assert handshake_status(server.ws_url, cookie, origin="https://evil.example") == 403
-    assert handshake_status(server.ws_url, cookie) == 403  # a cookie needs an Origin
+    assert status(proxy_user, origin="https://evil.example") == 403
+    assert status(cookie, origin="https://evil.example") == 403
+    assert status(cookie) == 403  # a cookie needs an Origin
     # The same credentials from this site's own pages are accepted.
-    assert handshake_status(server.ws_url, proxy_user, origin=f"http://{host}") == 101
-    assert handshake_status(server.ws_url, cookie, origin=f"http://{host}") == 101
+    assert status(proxy_user, origin=f"http://{host}") == 101
+    assert status(cookie, origin=f"http://{host}") == 101
 
 
 def test_redis_mode_delivers_to_clients_of_two_web_processes(start_daphne, redis_server_url, score):

@@ -31,6 +31,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import InvalidStatus
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 WS_PATH = "/api/v1/ws"
@@ -252,6 +253,17 @@ def record_in_process(
         print(json.dumps(ids))
     """
     return json.loads(run_in_process(env, code).strip().splitlines()[-1])
+
+
+async def handshake_status(ws_url: str, headers: dict, origin: str | None = None) -> int:
+    """The HTTP status answering a WebSocket handshake: 101 when accepted."""
+    try:
+        async with ws_connect(
+            ws_url, additional_headers=headers, origin=origin, open_timeout=RECEIVE_TIMEOUT_S
+        ):
+            return 101
+    except InvalidStatus as refused:
+        return refused.response.status_code
 
 
 class EventClient:
