@@ -265,7 +265,10 @@ class _DocumentCheck:
                 self.text(details, key, details_path, required=True)
 
     def llm_details(self, details: dict, path: str) -> None:
-        conversation = self.value(details, "conversation", path, "an object", what=' with a "messages" list')
+        # TARSy records a failed call with a null conversation (it is set only on success).
+        conversation = self.value(
+            details, "conversation", path, "an object", nullable=True, what=' with a "messages" list'
+        )
         if conversation is None:
             return
         messages_path = _path(path, "conversation")

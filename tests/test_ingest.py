@@ -83,6 +83,18 @@ def test_parallel_child_stages_are_accepted():
     assert parse_session(document)["stages"][0]["parallel_executions"][1]["stage_index"] == 0
 
 
+def test_a_failed_llm_call_without_a_conversation_is_accepted():
+    # TARSy sets the conversation only on success; a failed call keeps its error.
+    document = session_document()
+    details = document["stages"][0]["llm_interactions"][0]["details"]
+    details.update(conversation=None, success=False, error_message="provider API error: timeout")
+
+    stored = parse_session(document)["stages"][0]["llm_interactions"][0]["details"]
+
+    assert stored["conversation"] is None
+    assert stored["error_message"] == "provider API error: timeout"
+
+
 @pytest.mark.parametrize(
     "document, message",
     [
@@ -183,12 +195,12 @@ INVALID_VALUES = [
     (
         _set(f"{LLM}.details.conversation", _DELETE),
         "stages[0].llm_interactions[0].details.conversation",
-        'This field is required (an object with a "messages" list).',
+        'This field is required (an object with a "messages" list or null).',
     ),
     (
         _set(f"{LLM}.details.conversation", []),
         "stages[0].llm_interactions[0].details.conversation",
-        'Expected an object with a "messages" list, got a list.',
+        'Expected an object with a "messages" list or null, got a list.',
     ),
     (
         _set(f"{LLM}.details.conversation.messages", "hi"),
@@ -231,9 +243,9 @@ INVALID_VALUES = [
         "Expected 'llm' or 'mcp' (the kind of interaction), got \"chat\".",
     ),
     (
-        _set("session_level_interactions.0.details.conversation", None),
+        _set("session_level_interactions.0.details.conversation", "hi"),
         "session_level_interactions[0].details.conversation",
-        'Expected an object with a "messages" list, got null.',
+        'Expected an object with a "messages" list or null, got a string.',
     ),
 ]
 
