@@ -354,7 +354,9 @@ def tarsy_sync_families():
             last_success.add_metric([row.source], row.last_success_at_us / 1e6)
             lag.add_metric([row.source], (now_us - row.last_success_at_us) / 1e6)
         failing.add_metric([row.source], 1 if row.last_error else 0)
-    rejected = Case(When(rejected_reason="", then=Value("stored")), default=Value("rejected"), output_field=CharField())
+    rejected = Case(
+        When(rejected_reason="", then=Value("stored")), default=Value("rejected"), output_field=CharField()
+    )
     counts = (
         TarsySyncedSession.objects.annotate(outcome=rejected)
         .values_list("source", "outcome")

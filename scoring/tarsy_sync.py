@@ -127,7 +127,9 @@ class TarsyClient:
     backoff_s: float = 1.0
 
     @classmethod
-    def configured(cls, base_url: str, *, token: str = "", headers: dict[str, str] | None = None) -> TarsyClient:
+    def configured(
+        cls, base_url: str, *, token: str = "", headers: dict[str, str] | None = None
+    ) -> TarsyClient:
         all_headers = dict(headers or {})
         if token:
             all_headers["Authorization"] = f"Bearer {token}"
@@ -157,7 +159,9 @@ class TarsyClient:
                 if exc.code == 404 and path != LIST_PATH:
                     raise _SessionGone() from None
                 if exc.code < 500:
-                    raise SyncError(f"TARSy answered {exc.code} {exc.reason} to GET {url}: {_excerpt(exc)}") from None
+                    raise SyncError(
+                        f"TARSy answered {exc.code} {exc.reason} to GET {url}: {_excerpt(exc)}"
+                    ) from None
                 problem = f"{exc.code} {exc.reason}"
             except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, dropped connections
                 problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
@@ -297,9 +301,13 @@ def sync_sessions(
     try:
         for entries in finished_session_pages(client, since_us):
             created_before = len(report.created)
-            _sync_page(client, entries, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop)
+            _sync_page(
+                client, entries, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop
+            )
             if score and len(report.created) > created_before:
-                report.add_scoring(request_scorings(report.created[created_before:], triggered_by=triggered_by))
+                report.add_scoring(
+                    request_scorings(report.created[created_before:], triggered_by=triggered_by)
+                )
             _renew_lease(source, holder, lease_s)
     except Exception as exc:
         if isinstance(exc, SyncError):
@@ -399,16 +407,19 @@ def request_scorings(session_ids: list[str], *, triggered_by: str) -> dict[str, 
     counted as ``over_daily_cap`` and left unscored (``score_sessions --unscored``).
     """
     cap = settings.SCORING_AUTO_SCORE_MAX_PER_DAY
-    today = datetime.datetime.now(datetime.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = datetime.datetime.now(datetime.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_SCORING_LOCK_KEY])
         used = SessionScore.objects.filter(
-            score_triggered_by__startswith=SCORING_TRIGGER_PREFIX, scored_at_us__gte=int(today.timestamp() * 1e6)
+            score_triggered_by__startswith=SCORING_TRIGGER_PREFIX,
+            scored_at_us__gte=int(today.timestamp() * 1e6),
         ).count()
         wanted = session_ids[: max(0, cap - used)]
-        outcome = batches.score_sessions(wanted, triggered_by=triggered_by, force_rescore=False) if wanted else {}
+        outcome = (
+            batches.score_sessions(wanted, triggered_by=triggered_by, force_rescore=False) if wanted else {}
+        )
     if len(wanted) < len(session_ids):
         logger.warning(
             "SCORING_AUTO_SCORE_MAX_PER_DAY=%d reached: %d synced sessions left unscored",

@@ -279,7 +279,9 @@ else:
 # (one cluster at a time across hosts). Also the default URL of `manage.py sync_sessions`.
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
 if TARSY_URL and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", TARSY_URL):
-    raise ImproperlyConfigured(f"TARSY_URL={TARSY_URL!r} is not an http(s) URL (e.g. https://tarsy.example.com)")
+    raise ImproperlyConfigured(
+        f"TARSY_URL={TARSY_URL!r} is not an http(s) URL (e.g. https://tarsy.example.com)"
+    )
 # Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
 TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")
 TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)

@@ -4,12 +4,15 @@ serving real tarsy-bot documents (tests/support/tarsy.py)."""
 import io
 import subprocess
 import sys
+import threading
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 
 from scoring import tarsy_sync
 from scoring.models import AlertSession, SessionScore, TarsySync, TarsySyncedSession
+from tests.support.factories import make_session
 from tests.support.servers import REPO_DIR, child_env
 from tests.support.tarsy import new_session
 
@@ -134,7 +137,7 @@ def test_an_invalid_document_is_reported_by_id_and_the_others_are_stored(db, tar
 def test_a_refused_request_stops_the_sync_naming_the_status(db, tarsy, status, reason):
     tarsy.fail_next(status, times=10)
 
-    out, _, error = sync(tarsy.url)
+    _, _, error = sync(tarsy.url)
 
     assert error.startswith(f"TARSy answered {status} {reason} to GET {tarsy.url}/api/v1/history/sessions?")
     assert "credentials (--token / TARSY_TOKEN, or --header)" in error
@@ -210,11 +213,15 @@ def test_nothing_listening_is_reported(db):
 def test_a_page_that_is_not_json_is_reported(db, tarsy):
     _, _, error = sync(tarsy.url + "/not-tarsy")
 
-    assert error.startswith(f"TARSy answered 404 Not Found to GET {tarsy.url}/not-tarsy/api/v1/history/sessions?")
+    assert error.startswith(
+        f"TARSy answered 404 Not Found to GET {tarsy.url}/not-tarsy/api/v1/history/sessions?"
+    )
 
 
 def test_a_run_while_another_holds_the_lease_does_nothing(db, tarsy):
-    TarsySync.objects.create(source=tarsy.url, lease_holder="host-b pid 7", lease_until_us=tarsy_sync.now_us() + 60e6)
+    TarsySync.objects.create(
+        source=tarsy.url, lease_holder="host-b pid 7", lease_until_us=tarsy_sync.now_us() + 60e6
+    )
 
     out, _, error = sync(tarsy.url)
 
@@ -224,7 +231,9 @@ def test_a_run_while_another_holds_the_lease_does_nothing(db, tarsy):
 
 
 def test_an_expired_lease_is_taken_over(db, tarsy):
-    TarsySync.objects.create(source=tarsy.url, lease_holder="dead host", lease_until_us=tarsy_sync.now_us() - 1)
+    TarsySync.objects.create(
+        source=tarsy.url, lease_holder="dead host", lease_until_us=tarsy_sync.now_us() - 1
+    )
 
     out, _, error = sync(tarsy.url)
 
@@ -257,6 +266,29 @@ def test_sync_scorings_stop_at_the_daily_cap(db, tarsy, settings):
     out, _, _ = sync(tarsy.url, "--score")
     assert "scoring: over daily cap: 1" in out
     assert SessionScore.objects.count() == 4
+
+
+def test_concurrent_sync_scorings_cannot_pass_the_cap_together(transactional_db, settings):
+    settings.SCORING_AUTO_SCORE_MAX_PER_DAY = 5
+    batches = [[str(make_session().pk) for _ in range(4)] for _ in range(2)]
+    outcomes = []
+    start = threading.Barrier(2)
+
+    def request(session_ids):
+        start.wait()
+        try:
+            outcomes.append(tarsy_sync.request_scorings(session_ids, triggered_by="tarsy-sync:worker"))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request, args=(ids,)) for ids in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert sorted((o["queued"], o["over_daily_cap"]) for o in outcomes) == [(1, 3), (4, 0)]
+    assert SessionScore.objects.count() == 5
 
 
 def test_a_settings_url_must_be_http(tmp_path):

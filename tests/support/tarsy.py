@@ -23,7 +23,6 @@ import time
 import uuid
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -68,7 +67,8 @@ def session_overview(document: dict, chat_message_count: int | None) -> dict:
         "pause_metadata": document.get("pause_metadata"),
         "llm_interaction_count": document.get("llm_interaction_count", 0),
         "mcp_communication_count": document.get("mcp_communication_count", 0),
-        "total_interactions": document.get("llm_interaction_count", 0) + document.get("mcp_communication_count", 0),
+        "total_interactions": document.get("llm_interaction_count", 0)
+        + document.get("mcp_communication_count", 0),
         "session_input_tokens": document.get("session_input_tokens"),
         "session_output_tokens": document.get("session_output_tokens"),
         "session_total_tokens": document.get("session_total_tokens"),
@@ -130,7 +130,9 @@ class StandInTarsy:
     # --- What it saw ------------------------------------------------------------------------
 
     def detail_fetches(self) -> Counter:
-        return Counter(path.rsplit("/", 1)[1] for path, _ in self.requests if path.startswith(LIST_PATH + "/"))
+        return Counter(
+            path.rsplit("/", 1)[1] for path, _ in self.requests if path.startswith(LIST_PATH + "/")
+        )
 
     def list_requests(self) -> list[dict]:
         return [query for path, query in self.requests if path == LIST_PATH]
@@ -163,7 +165,10 @@ class StandInTarsy:
         if start is not None:
             filters["start_date_us"] = start
         if not filters:  # the repository's own dict, when the controller had no filters to put in
-            filters = {k: None for k in ("status", "agent_type", "alert_type", "search", "start_date_us", "end_date_us")}
+            filters = {
+                k: None
+                for k in ("status", "agent_type", "alert_type", "search", "start_date_us", "end_date_us")
+            }
         return 200, {
             "sessions": [
                 session_overview(document, self.chat_message_counts.get(document["session_id"]))

@@ -17,7 +17,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("url", nargs="?", metavar="URL", help="TARSy's base URL (default: $TARSY_URL)")
-        parser.add_argument("--token", metavar="T", help="sent as 'Authorization: Bearer T' (default: $TARSY_TOKEN)")
+        parser.add_argument(
+            "--token", metavar="T", help="sent as 'Authorization: Bearer T' (default: $TARSY_TOKEN)"
+        )
         parser.add_argument(
             "--header",
             action="append",
@@ -25,7 +27,9 @@ class Command(BaseCommand):
             metavar="'NAME: VALUE'",
             help="an extra request header, e.g. an oauth2-proxy cookie (repeatable)",
         )
-        parser.add_argument("--since", metavar="DATE", help="only sessions started on or after this date/datetime (UTC)")
+        parser.add_argument(
+            "--since", metavar="DATE", help="only sessions started on or after this date/datetime (UTC)"
+        )
         parser.add_argument(
             "--score",
             action="store_true",
@@ -71,5 +75,6 @@ class Command(BaseCommand):
         self.stdout.write(", ".join(f"{outcome}: {count}" for outcome, count in report.counts().items()))
         if report.scoring:
             self.stdout.write(
-                "scoring: " + ", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in report.scoring.items())
+                "scoring: "
+                + ", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in report.scoring.items())
             )
