@@ -116,6 +116,17 @@ def source_of(url: str) -> str:
 # --- HTTP --------------------------------------------------------------------------------
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Redirects are answers, not followed: a proxy redirects to its login page (often
+    on another host), and following would send the credentials there."""
+
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
 @dataclass
 class TarsyClient:
     """GETs JSON from one TARSy, retrying network errors and 5xx with doubling waits."""
@@ -147,7 +158,7 @@ class TarsyClient:
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                with _opener.open(request, timeout=self.timeout_s) as response:
                     body = response.read()
                     content_type = response.headers.get("Content-Type", "")
             except urllib.error.HTTPError as exc:
@@ -155,6 +166,13 @@ class TarsyClient:
                     raise TarsyAuthRejected(
                         f"TARSy answered {exc.code} {exc.reason} to GET {url}: the credentials "
                         "(--token / TARSY_TOKEN, or --header) are missing, wrong or not allowed"
+                    ) from None
+                if 300 <= exc.code < 400:
+                    raise TarsyAuthRejected(
+                        f"TARSy answered {exc.code} {exc.reason} to GET {url}, redirecting to "
+                        f"{exc.headers.get('Location') or 'nowhere'}: most likely a proxy's login, so the "
+                        "credentials (--token / TARSY_TOKEN, or --header) are missing or wrong; "
+                        "or the URL is not TARSy's own"
                     ) from None
                 if exc.code == 404 and path != LIST_PATH:
                     raise _SessionGone() from None
@@ -312,7 +330,8 @@ def sync_sessions(
     except Exception as exc:
         if isinstance(exc, SyncError):
             exc.report = report
-        _record_failure(source, exc)
+        if not isinstance(exc, SyncStopped):
+            _record_failure(source, exc)
         raise
     finally:
         _release_lease(source, holder)

@@ -278,9 +278,10 @@ else:
 # Set: each worker cluster syncs sessions from this TARSy every TARSY_SYNC_INTERVAL_S
 # (one cluster at a time across hosts). Also the default URL of `manage.py sync_sessions`.
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
-if TARSY_URL and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", TARSY_URL):
+if TARSY_URL and not re.fullmatch(r"https?://[^\s/@]+(/\S*)?", TARSY_URL):
     raise ImproperlyConfigured(
-        f"TARSY_URL={TARSY_URL!r} is not an http(s) URL (e.g. https://tarsy.example.com)"
+        f"TARSY_URL={TARSY_URL!r} is not an http(s) URL without credentials (e.g. https://tarsy.example.com; "
+        "the token goes in TARSY_TOKEN)"
     )
 # Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
 TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")

@@ -145,6 +145,16 @@ def test_a_refused_request_stops_the_sync_naming_the_status(db, tarsy, status, r
     assert TarsySync.objects.get(source=tarsy.url).last_error == error
 
 
+def test_a_redirect_to_a_login_page_is_not_followed(db, tarsy):
+    tarsy.fail_next(302)
+
+    _, _, error = sync(tarsy.url, "--token", "s3cret")
+
+    assert error.startswith(f"TARSy answered 302 Found to GET {tarsy.url}/api/v1/history/sessions?")
+    assert "redirecting to https://login.example.com/oauth2/start: most likely a proxy's login" in error
+    assert len(tarsy.requests) == 1
+
+
 def test_the_token_and_extra_headers_are_sent(db, tarsy):
     tarsy.required_headers = {"Authorization": "Bearer s3cret", "Cookie": "_oauth2_proxy=abc"}
     _, _, error = sync(tarsy.url)
@@ -294,10 +304,11 @@ def test_concurrent_sync_scorings_cannot_pass_the_cap_together(transactional_db,
 def test_a_settings_url_must_be_http(tmp_path):
     from tests.test_settings import load_settings
 
-    process = load_settings(tmp_path, "settings.TARSY_URL", TARSY_URL="tarsy.example.com")
+    for url in ("tarsy.example.com", "https://user:password@tarsy.example.com"):
+        process = load_settings(tmp_path, "settings.TARSY_URL", TARSY_URL=url)
 
-    assert process.returncode != 0
-    assert "TARSY_URL='tarsy.example.com' is not an http(s) URL" in process.stderr
+        assert process.returncode != 0
+        assert f"TARSY_URL={url!r} is not an http(s) URL without credentials" in process.stderr
 
 
 def test_two_runs_at_once_fetch_each_document_once(transactional_db, tarsy):

@@ -31,6 +31,8 @@ from tests.support.servers import REPO_DIR
 
 REAL_DOCUMENTS_DIR = REPO_DIR.parent / "shared" / "data" / "tarsy-bot"
 LIST_PATH = "/api/v1/history/sessions"
+# Where a 3xx answer points, as oauth2-proxy points at its sign-in.
+LOGIN_URL = "https://login.example.com/oauth2/start"
 SORT_FIELDS = ("started_at_us", "status", "alert_type", "agent_type", "author", "completed_at_us")
 
 
@@ -200,7 +202,10 @@ class StandInTarsy:
                     self.close_connection = True
                     return
                 if failure is not None:
-                    return self._send(failure, {"detail": f"stand-in TARSy told to answer {failure}"})
+                    headers = {"Location": LOGIN_URL} if 300 <= failure < 400 else {}
+                    return self._send(
+                        failure, {"detail": f"stand-in TARSy told to answer {failure}"}, headers
+                    )
                 for name, value in tarsy.required_headers.items():
                     if self.headers.get(name) != value:
                         return self._send(401, {"detail": "Not authenticated"})
@@ -215,9 +220,11 @@ class StandInTarsy:
                     return self._send(200, document)
                 return self._send(404, {"detail": "Not Found"})
 
-            def _send(self, status: int, body):
+            def _send(self, status: int, body, headers: dict[str, str] | None = None):
                 data = json.dumps(body).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

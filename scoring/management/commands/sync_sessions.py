@@ -33,7 +33,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--score",
             action="store_true",
-            help="request a scoring of each session imported for the first time (within SCORING_AUTO_SCORE_MAX_PER_DAY)",
+            help="request a scoring of each session imported for the first time "
+            "(within SCORING_AUTO_SCORE_MAX_PER_DAY)",
         )
 
     def handle(self, *args, url, token, header, since, score, **options):
