@@ -85,7 +85,7 @@ def test_new_sessions_and_changed_ones_are_fetched_and_nothing_else(db, tarsy):
     assert fetches["70d57e34-7712-4304-b22f-cb34b7eaa712"] == 2
     assert sum(fetches.values()) == 8
     chatted = AlertSession.objects.get(pk="70d57e34-7712-4304-b22f-cb34b7eaa712")
-    assert chatted.stages[-1]["chat_id"] == "chat-1"
+    assert chatted.stages == tarsy.documents[str(chatted.pk)]["stages"]
 
 
 def test_unfinished_sessions_are_left_until_they_finish(db, tarsy):

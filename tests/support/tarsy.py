@@ -48,14 +48,17 @@ def _all_stages(stages):
         yield from _all_stages(stage.get("parallel_executions"))
 
 
-def session_overview(document: dict, chat_message_count: int | None) -> dict:
+def session_overview(document: dict) -> dict:
     """tarsy-bot's ``SessionOverview`` of a session, in its field order.
 
     The counts and token sums are what tarsy-bot's repository computes from its
-    tables; here they come from the document (the same rows). total_stages,
-    completed_stages and failed_stages are the constants the repository sets.
+    tables; here they come from the document (the same rows): a chat's user
+    messages are its stages' ``chat_user_message_id`` values, and the count is
+    null when there are none. total_stages, completed_stages and failed_stages
+    are the constants the repository sets.
     """
     stages = list(_all_stages(document.get("stages")))
+    chat_messages = {stage["chat_user_message_id"] for stage in stages if stage.get("chat_user_message_id")}
     started, completed = document["started_at_us"], document.get("completed_at_us")
     return {
         "session_id": document["session_id"],
@@ -85,7 +88,7 @@ def session_overview(document: dict, chat_message_count: int | None) -> dict:
         ),
         "mcp_selection": document.get("mcp_selection"),
         "slack_message_fingerprint": document.get("slack_message_fingerprint"),
-        "chat_message_count": chat_message_count,
+        "chat_message_count": len(chat_messages) or None,
         "final_analysis_summary": document.get("final_analysis_summary"),
         "duration_ms": (completed - started) // 1000 if started and completed else None,
     }
@@ -94,7 +97,6 @@ def session_overview(document: dict, chat_message_count: int | None) -> dict:
 class StandInTarsy:
     def __init__(self, documents: list[dict]):
         self.documents = {document["session_id"]: document for document in documents}
-        self.chat_message_counts: dict[str, int] = {}
         self.requests: list[tuple[str, dict]] = []
         self.required_headers: dict[str, str] = {}
         self.detail_delay_s = 0.0
@@ -112,11 +114,18 @@ class StandInTarsy:
         self.documents[document["session_id"]] = document
 
     def add_chat_message(self, session_id: str) -> None:
-        """What a follow-up chat does to a finished session: its list entry's count grows
-        (and tarsy-bot adds the chat's stage to the document)."""
-        self.chat_message_counts[session_id] = self.chat_message_counts.get(session_id, 0) + 1
+        """What a follow-up chat message does to a finished session: a stage answering it
+        (so the list entry's chat_message_count grows), status and completion unchanged."""
         document = copy.deepcopy(self.documents[session_id])
-        document["stages"].append({**copy.deepcopy(document["stages"][-1]), "chat_id": "chat-1"})
+        message_id = str(uuid.uuid4())
+        stage = {
+            **copy.deepcopy(document["stages"][-1]),
+            "execution_id": str(uuid.uuid4()),
+            "stage_index": 0,
+            "chat_id": f"chat-{session_id}",
+            "chat_user_message_id": message_id,
+        }
+        document["stages"].append(stage)
         self.documents[session_id] = document
 
     def fail_next(self, answer: int | str, times: int = 1, after: int = 0) -> None:
@@ -172,10 +181,7 @@ class StandInTarsy:
                 for k in ("status", "agent_type", "alert_type", "search", "start_date_us", "end_date_us")
             }
         return 200, {
-            "sessions": [
-                session_overview(document, self.chat_message_counts.get(document["session_id"]))
-                for document in chosen
-            ],
+            "sessions": [session_overview(document) for document in chosen],
             "pagination": {
                 "page": page,
                 "page_size": page_size,
