@@ -35,13 +35,24 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def test_the_real_documents_are_there():
+@pytest.fixture
+def real_documents() -> list[Path]:
+    """The documents; without their folder, a failure in CI and a skip elsewhere."""
     if not REAL_DIR.is_dir():
         reason = f"the real tarsy-bot documents are missing: no folder {REAL_DIR}"
         if os.environ.get("CI") == "true":
             pytest.fail(reason)
         pytest.skip(reason)
-    assert len(DOCUMENTS) >= 6
+    return DOCUMENTS
+
+
+def test_the_real_documents_are_there(real_documents):
+    assert len(real_documents) >= 6
+
+
+def real_document(real_documents: list[Path], prefix: str) -> Path:
+    (path,) = [p for p in real_documents if p.name.startswith(prefix)]
+    return path
 
 
 # --- what the documents hold -------------------------------------------------------------
@@ -106,20 +117,19 @@ def test_each_real_document_is_stored_through_the_rest_api_as_sent(path):
     assert stored["ingest_notes"] == []
 
 
-def test_import_sessions_stores_the_real_folder():
-    assert DOCUMENTS
+def test_import_sessions_stores_the_real_folder(real_documents):
     out, err = io.StringIO(), io.StringIO()
 
     call_command("import_sessions", str(REAL_DIR), stdout=out, stderr=err)
 
-    assert out.getvalue().strip() == f"created: {len(DOCUMENTS)}, updated: 0, rejected: 0"
+    assert out.getvalue().strip() == f"created: {len(real_documents)}, updated: 0, rejected: 0"
     assert err.getvalue() == ""
-    assert AlertSession.objects.count() == len(DOCUMENTS)
+    assert AlertSession.objects.count() == len(real_documents)
 
 
-def test_the_real_documents_hold_failed_llm_calls_without_a_conversation():
+def test_the_real_documents_hold_failed_llm_calls_without_a_conversation(real_documents):
     """What made tarsy-bot's sessions unimportable: it stores none for a failed call."""
-    failed = [call for path in DOCUMENTS for call in llm_calls(load(path)) if not call["success"]]
+    failed = [call for path in real_documents for call in llm_calls(load(path)) if not call["success"]]
     assert failed
     assert all(call["conversation"] is None and call["error_message"] for call in failed)
 
@@ -184,9 +194,8 @@ def test_stages_are_numbered_in_tarsy_order_with_chats_after_the_chain(path):
             assert f"### {execution['agent']} (Stage {number}: {stage['stage_name']})\n" in rendered
 
 
-def test_a_real_chain_with_chats_renders_them_after_its_last_stage():
-    (path,) = [p for p in DOCUMENTS if p.name.startswith("native_thinking")]
-    document, rendered = rendered_document(path)
+def test_a_real_chain_with_chats_renders_them_after_its_last_stage(real_documents):
+    document, rendered = rendered_document(real_document(real_documents, "native_thinking"))
 
     assert [s["stage_index"] for s in document["stages"]] == [0, 1, 2, 0, 0]
     assert rendered.index("## Stage 3: analysis") < rendered.index("## Stage 4: Chat Response")
@@ -222,9 +231,10 @@ def with_nuls(document: dict) -> dict:
     return document
 
 
-def test_a_real_session_with_nul_characters_is_stored_noted_and_scored(judge_llm, admin_client):
-    (path,) = [p for p in DOCUMENTS if p.name.startswith("parallel_replica")]
-    sent = with_nuls(load(path))
+def test_a_real_session_with_nul_characters_is_stored_noted_and_scored(
+    real_documents, judge_llm, admin_client
+):
+    sent = with_nuls(load(real_document(real_documents, "parallel_replica")))
     client = proxy_client()
 
     created = client.post(SESSIONS_URL, sent, format="json")
