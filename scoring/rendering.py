@@ -158,6 +158,11 @@ def _render_status(execution, out: list[str]) -> None:
         lines.append(f"**Iteration Strategy:** {execution.get('iteration_strategy')}")
     if execution.get("error_message"):
         lines.append(f"**Stage Error:** {execution.get('error_message')}")
+    # A stage paused (waiting for the user) and then cancelled keeps its paused output.
+    output = execution.get("stage_output")
+    if isinstance(output, dict) and output.get("status") not in (None, execution.get("status")):
+        summary = f" ({output['result_summary']})" if output.get("result_summary") else ""
+        lines.append(f"**Earlier State:** {output.get('status')}{summary}")
     out.append("\n".join(lines) + "\n")
 
 

@@ -202,6 +202,22 @@ def test_a_real_chain_with_chats_renders_them_after_its_last_stage(real_document
     assert "## Stage 5: Chat Response" in rendered
 
 
+def test_a_real_cancelled_parallel_stage_shows_its_agents_were_paused_first(real_documents):
+    document, rendered = rendered_document(real_document(real_documents, "cancel_session_parallel"))
+
+    children = document["stages"][0]["parallel_executions"]
+    assert [child["stage_output"]["status"] for child in children] == ["paused", "paused"]
+    for child in children:
+        heading = rendered.index(f"#### Agent {child['parallel_index']}: {child['agent']} (")
+        status = rendered[heading:].split("\n\n")[0].split("\n")[1:]
+        assert status == [
+            "**Status:** cancelled",
+            f"**Iteration Strategy:** {child['iteration_strategy']}",
+            "**Stage Error:** Cancelled by user",
+            "**Earlier State:** paused (Paused at iteration 1)",
+        ]
+
+
 # --- scoring -------------------------------------------------------------------------------
 
 
