@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import threading
 import time
 import uuid
@@ -37,9 +38,14 @@ SORT_FIELDS = ("started_at_us", "status", "alert_type", "agent_type", "author", 
 
 
 def real_documents() -> list[dict]:
+    """The real documents; without their folder, a failure in CI and a skip elsewhere."""
     files = sorted(REAL_DOCUMENTS_DIR.glob("*.json"))
-    assert files, f"no real tarsy-bot documents in {REAL_DOCUMENTS_DIR}"
-    return [json.loads(file.read_text()) for file in files]
+    if not files:
+        reason = f"the real tarsy-bot documents are missing: none in {REAL_DOCUMENTS_DIR}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return [json.loads(file.read_text(encoding="utf-8")) for file in files]
 
 
 def _all_stages(stages):
