@@ -280,7 +280,10 @@ def _renew_lease(source: str, holder: str, lease_s: float) -> None:
 
 
 def _release_lease(source: str, holder: str) -> None:
-    TarsySync.objects.filter(source=source, lease_holder=holder).update(lease_holder="", lease_until_us=0)
+    try:
+        TarsySync.objects.filter(source=source, lease_holder=holder).update(lease_holder="", lease_until_us=0)
+    except Exception:  # the database is away: the lease expires by itself
+        logger.warning("could not release the sync lease of %s", source, exc_info=True)
 
 
 def _lease_holder_now(source: str) -> str:
@@ -335,7 +338,13 @@ def sync_sessions(
         raise
     finally:
         _release_lease(source, holder)
-    TarsySync.objects.filter(source=source).update(last_success_at_us=started_at_us, last_error="")
+    # Only a run over the whole list says that everything finished before its start is here.
+    done = (
+        {"last_error": ""}
+        if since_us is not None
+        else {"last_error": "", "last_success_at_us": started_at_us}
+    )
+    TarsySync.objects.filter(source=source).update(**done)
     return report
 
 

@@ -112,9 +112,12 @@ def test_pages_through_the_whole_list(db, tarsy, monkeypatch):
 
 
 def test_since_asks_tarsy_for_sessions_started_from_that_date(db, tarsy):
-    sync(tarsy.url, "--since", "2026-11-23T12:00:00")
+    _, _, error = sync(tarsy.url, "--since", "2026-11-23T12:00:00")
 
+    assert error is None
     assert tarsy.list_requests()[0]["start_date_us"] == ["1795435200000000"]
+    # Not the whole list: not a full sync for /readyz and /metrics.
+    assert TarsySync.objects.get(source=tarsy.url).last_success_at_us is None
 
 
 def test_an_invalid_document_is_reported_by_id_and_the_others_are_stored(db, tarsy):
