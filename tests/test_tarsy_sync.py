@@ -314,6 +314,23 @@ def test_a_settings_url_must_be_http(tmp_path):
         assert f"TARSY_URL={url!r} is not an http(s) URL without credentials" in process.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("TARSY_SYNC_INTERVAL_S", "0"),
+        ("TARSY_SYNC_MAX_RETRIES", "-1"),
+        ("SCORING_AUTO_SCORE_MAX_PER_DAY", "-5"),
+    ],
+)
+def test_sync_settings_out_of_range_stop_the_start(tmp_path, variable, value):
+    from tests.test_settings import load_settings
+
+    process = load_settings(tmp_path, "settings.TARSY_URL", **{variable: value})
+
+    assert process.returncode != 0
+    assert f"ImproperlyConfigured: {variable}" in process.stderr
+
+
 def test_two_runs_at_once_fetch_each_document_once(transactional_db, tarsy):
     """Two processes (two hosts) syncing the same TARSy at the same moment."""
     tarsy.detail_delay_s = 0.2  # so that the second starts while the first is fetching
