@@ -86,6 +86,8 @@ class SyncReport:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (session id, reason)
+    # (session id, note): what ingest had to change to store a session (AlertSession.ingest_notes).
+    noted: list[tuple[str, str]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     scoring: dict[str, int] = field(default_factory=dict)
 
@@ -389,12 +391,13 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
     try:
         if not isinstance(document, dict) or _session_id(document) != session_id:
             raise InvalidSession({"session_id": [f"TARSy sent another document for session {session_id}."]})
-        _, created = services.ingest_session(document)
+        session, created = services.ingest_session(document)
     except InvalidSession as exc:
         reason = str(exc)
         report.rejected.append((session_id, reason))
     else:
         (report.created if created else report.updated).append(session_id)
+        report.noted.extend((session_id, note) for note in session.ingest_notes)
     # The document's status and completion time are at least as new as the list's.
     seen = document if not reason else entry
     TarsySyncedSession.objects.update_or_create(
@@ -489,6 +492,10 @@ def run_periodically(stop: threading.Event) -> None:
             )
             for session_id, reason in report.rejected:
                 logger.warning("sync from %s rejected session %s: %s", settings.TARSY_URL, session_id, reason)
+            for session_id, note in report.noted:
+                logger.info(
+                    "sync from %s stored session %s changed: %s", settings.TARSY_URL, session_id, note
+                )
         except SyncAlreadyRunning as exc:
             logger.info("%s; skipping this round", exc)
         except SyncStopped:

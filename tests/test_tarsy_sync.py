@@ -136,6 +136,20 @@ def test_an_invalid_document_is_reported_by_id_and_the_others_are_stored(db, tar
     assert TarsySyncedSession.objects.get(session_id=bad_id).rejected_reason.startswith("stages:")
 
 
+def test_what_ingest_had_to_change_is_reported(db, tarsy):
+    session_id = "d7fc7f00-a9e3-47fb-a277-8516df605185"
+    tarsy.documents[session_id] = {**tarsy.documents[session_id], "final_analysis": "python\x00manage.py"}
+
+    out, _, error = sync(tarsy.url)
+
+    assert error is None
+    (noted,) = [line for line in out.splitlines() if line.startswith("noted:")]
+    assert noted.startswith(
+        f"noted: {session_id}: 1 NUL character (\\u0000), which the database cannot store"
+    )
+    assert AlertSession.objects.get(pk=session_id).final_analysis == "python\ufffdmanage.py"
+
+
 @pytest.mark.parametrize(("status", "reason"), [(401, "Unauthorized"), (403, "Forbidden")])
 def test_a_refused_request_stops_the_sync_naming_the_status(db, tarsy, status, reason):
     tarsy.fail_next(status, times=10)

@@ -11,7 +11,8 @@ class Command(BaseCommand):
     help = (
         "Import the finished sessions of a running TARSy (tarsy-bot's history API) that are new or "
         "changed since the last sync; the same ingest as import_sessions. A rejected session is "
-        "reported as 'rejected: SESSION_ID: REASON' and the others are stored all the same. Exits "
+        "reported as 'rejected: SESSION_ID: REASON' and the others are stored all the same; what had "
+        "to change to store a session is reported as 'noted: SESSION_ID: NOTE'. Exits "
         "non-zero if anything was rejected or the sync stopped (401/403, TARSy unreachable)."
     )
 
@@ -69,6 +70,8 @@ class Command(BaseCommand):
             raise CommandError(f"{len(report.rejected)} rejected")
 
     def _write(self, report: tarsy_sync.SyncReport) -> None:
+        for session_id, note in report.noted:
+            self.stdout.write(f"noted: {session_id}: {note}")
         for session_id, reason in report.rejected:
             self.stderr.write(f"rejected: {session_id}: {reason}")
         for session_id in report.gone:
