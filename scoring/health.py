@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 
-from scoring.models import WorkerHeartbeat
+from scoring.models import TarsySync, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -128,8 +128,6 @@ def check_tarsy_sync() -> str:
     Fails only past TARSY_SYNC_MAX_LAG_S (0: never); TARSy being away stops new
     sessions from arriving, not the scoring of those already here.
     """
-    from scoring.models import TarsySync
-
     source = settings.TARSY_URL
     row = TarsySync.objects.filter(source=source).first()
     now_us = _now_us()
