@@ -15,7 +15,7 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.loader import render_to_string
 from django.urls import path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from scoring import batches, rendering, selectors, services
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
@@ -123,8 +123,8 @@ class AlertSessionAdmin(admin.ModelAdmin):
     actions = ["score_selected", "force_rescore_selected"]
     fields = [
         "session_id", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
-        "started", "completed", "error_message", "alert_data_view", "final_analysis_view",
-        "investigation_view", "score_history",
+        "started", "completed", "error_message", "ingest_notes_view", "alert_data_view",
+        "final_analysis_view", "investigation_view", "score_history",
     ]  # fmt: skip
     readonly_fields = fields
 
@@ -164,6 +164,13 @@ class AlertSessionAdmin(admin.ModelAdmin):
         if session.latest_prompt_hash is not None and not is_current_criteria(session.latest_prompt_hash):
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
+
+    @admin.display(description="Ingest notes")
+    def ingest_notes_view(self, session):
+        if not session.ingest_notes:
+            return "(stored as sent)"
+        items = format_html_join("", "<li>{}</li>", ((note,) for note in session.ingest_notes))
+        return format_html("<ul>{}</ul>", items)
 
     @admin.display(description="Alert data")
     def alert_data_view(self, session):

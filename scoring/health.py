@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections, connection, connections
 
-from scoring.models import WorkerHeartbeat
+from scoring.models import TarsySync, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -122,12 +122,39 @@ def check_worker() -> str:
     raise CheckFailed(f"no worker cluster reported within {max_age_s:g} s; last: {latest}, {age_s:.0f} s ago")
 
 
+def check_tarsy_sync() -> str:
+    """The periodic sync from TARSY_URL: when it last went through TARSy's whole list.
+
+    Fails only past TARSY_SYNC_MAX_LAG_S (0: never); TARSy being away stops new
+    sessions from arriving, not the scoring of those already here.
+    """
+    source = settings.TARSY_URL
+    row = TarsySync.objects.filter(source=source).first()
+    now_us = _now_us()
+    last_error = f"; last error: {row.last_error}" if row is not None and row.last_error else ""
+    if row is None or row.last_success_at_us is None:
+        detail = f"no successful sync from {source} yet{last_error}"
+        lag_s = None
+    else:
+        lag_s = (now_us - row.last_success_at_us) / 1_000_000
+        detail = f"last successful sync from {source} started {lag_s:.0f} s ago{last_error}"
+    max_lag_s = settings.TARSY_SYNC_MAX_LAG_S
+    if max_lag_s > 0 and (lag_s is None or lag_s > max_lag_s):
+        raise CheckFailed(f"{detail} (TARSY_SYNC_MAX_LAG_S={max_lag_s:g})")
+    return detail
+
+
 CHECKS: dict[str, Callable[[], str]] = {
     "database": check_database,
     "broker": check_broker,
     "channel_layer": check_channel_layer,
     "worker": check_worker,
 }
+
+
+def configured_checks() -> dict[str, Callable[[], str]]:
+    """CHECKS, plus the TARSy sync's when TARSY_URL is set."""
+    return {**CHECKS, "tarsy_sync": check_tarsy_sync} if settings.TARSY_URL else CHECKS
 
 
 # --- Running them ------------------------------------------------------------------------------
@@ -145,8 +172,10 @@ def _run_check(check: Callable[[], str]) -> CheckResult:
         connections.close_all()
 
 
-def readiness(checks: dict[str, Callable[[], str]] = CHECKS) -> tuple[bool, dict[str, dict]]:
-    """Run ``checks`` concurrently; return (all passed, {name: {"status", "detail"}})."""
+def readiness(checks: dict[str, Callable[[], str]] | None = None) -> tuple[bool, dict[str, dict]]:
+    """Run ``checks`` (default: ``configured_checks()``) concurrently; return
+    (all passed, {name: {"status", "detail"}})."""
+    checks = configured_checks() if checks is None else checks
     timeout_s = settings.READINESS_CHECK_TIMEOUT_S
     # Not a context manager: its exit would wait for a check that hangs.
     pool = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="readiness")

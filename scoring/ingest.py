@@ -23,11 +23,15 @@ MAX_REPORTED_ERRORS = 50
 STATUS_ERROR = (
     "'{input}' is not a TARSy session status; expected one of: " + ", ".join(SessionStatus.values) + "."
 )
-# PostgreSQL cannot store NUL characters in text or JSON. Encoded as JSON, a NUL
-# is "u0000" after an odd number of backslashes; after an even number it is the
-# harmless text "\u0000".
-NUL_ERROR = "Contains a NUL character (\\u0000), which cannot be stored; remove it."
+# PostgreSQL cannot store NUL characters in text or JSON, and tool output holds
+# them (/proc/*/cmdline, binary files): each is stored as U+FFFD instead, and the
+# session notes how many and where. Encoded as JSON, a NUL is "u0000" after an odd
+# number of backslashes; after an even number it is the harmless text "\u0000".
+NUL = "\x00"
+NUL_REPLACEMENT = "\ufffd"
 _ENCODED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+# A note lists at most this many paths of replaced NULs, then counts the rest.
+MAX_NOTED_NUL_PATHS = 10
 # Timestamps are stored in 64-bit integer columns.
 MAX_TIMESTAMP_US = 2**63 - 1
 
@@ -102,16 +106,63 @@ def parse_session(document) -> dict:
         "stages": check.stages(document),
         "session_level_interactions": check.session_level_interactions(document),
     }
-    if not check.errors:
-        # Encoded once (the C encoder: fast on megabytes), to measure it and to look inside for NULs.
-        encoded = {key: compact_json(fields[key]) for key in ("alert_data", *AlertSession.HEAVY_FIELDS)}
-        for key, text in encoded.items():
-            if "u0000" in text and _ENCODED_NUL.search(text):
-                check.fail(key, NUL_ERROR)
-        fields["investigation_bytes"] = sum(len(encoded[key].encode()) for key in AlertSession.HEAVY_FIELDS)
     if check.errors:
         raise InvalidSession(check.reported_errors())
+    nuls = _NulReplacement()
+    for key, value in fields.items():
+        if isinstance(value, str):  # a text column
+            fields[key] = nuls.in_text(value, key)
+    # Encoded once (the C encoder: fast on megabytes), to measure it and to look inside for NULs.
+    encoded = {key: compact_json(fields[key]) for key in ("alert_data", *AlertSession.HEAVY_FIELDS)}
+    for key, text in encoded.items():
+        if "u0000" in text and _ENCODED_NUL.search(text):
+            fields[key] = nuls.in_json(fields[key], key)
+            encoded[key] = compact_json(fields[key])
+    fields["investigation_bytes"] = sum(len(encoded[key].encode()) for key in AlertSession.HEAVY_FIELDS)
+    fields["ingest_notes"] = nuls.notes()
     return fields
+
+
+class _NulReplacement:
+    """Replaces NUL characters with U+FFFD, counting them by JSON path."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def in_text(self, value: str | None, path: str) -> str | None:
+        if value is None or NUL not in value:
+            return value
+        self.counts[path] = self.counts.get(path, 0) + value.count(NUL)
+        return value.replace(NUL, NUL_REPLACEMENT)
+
+    def in_json(self, value, path: str):
+        """A copy of a JSON value with NULs replaced in every string, keys included."""
+        if isinstance(value, str):
+            return self.in_text(value, path)
+        if isinstance(value, list):
+            return [self.in_json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+        if isinstance(value, dict):
+            copy = {}
+            for key, item in value.items():
+                key = self.in_text(key, f"{path} (a key)")
+                copy[key] = self.in_json(item, _path(path, key))
+            return copy
+        return value
+
+    def notes(self) -> list[str]:
+        """One sentence saying how many were replaced and where; none if none were."""
+        if not self.counts:
+            return []
+        total = sum(self.counts.values())
+        paths = list(self.counts)
+        where = ", ".join(f"{path} ({self.counts[path]})" for path in paths[:MAX_NOTED_NUL_PATHS])
+        if len(paths) > MAX_NOTED_NUL_PATHS:
+            where += f" and {len(paths) - MAX_NOTED_NUL_PATHS} more values"
+        characters = "character" if total == 1 else "characters"
+        return [
+            f"{total} NUL {characters} (\\u0000), which the database cannot store, replaced with U+FFFD "
+            f"in: {where}."
+        ]
 
 
 def compact_json(value) -> str:
@@ -170,10 +221,7 @@ class _DocumentCheck:
         if required and not value.strip():
             self.fail(path, "This field may not be blank.")
             return None
-        if not parent:  # a column of its own: may have a length limit, and cannot hold NULs
-            if "\x00" in value:
-                self.fail(path, NUL_ERROR)
-                return None
+        if not parent:  # a column of its own: may have a length limit
             max_length = AlertSession._meta.get_field(key).max_length
             if max_length and len(value) > max_length:
                 self.fail(
@@ -265,7 +313,10 @@ class _DocumentCheck:
                 self.text(details, key, details_path, required=True)
 
     def llm_details(self, details: dict, path: str) -> None:
-        conversation = self.value(details, "conversation", path, "an object", what=' with a "messages" list')
+        # TARSy records a failed call with a null conversation (it is set only on success).
+        conversation = self.value(
+            details, "conversation", path, "an object", nullable=True, what=' with a "messages" list'
+        )
         if conversation is None:
             return
         messages_path = _path(path, "conversation")

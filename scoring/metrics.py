@@ -36,7 +36,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from scoring.models import JudgeCircuit, ScoringStatus, SessionScore, WorkerHeartbeat
+from scoring.models import (
+    JudgeCircuit,
+    ScoringStatus,
+    SessionScore,
+    TarsySync,
+    TarsySyncedSession,
+    WorkerHeartbeat,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -319,6 +326,51 @@ def queue_families():
     )
 
 
+def tarsy_sync_families():
+    """The syncs from running TARSys (``scoring.tarsy_sync``), one ``source`` each."""
+    now_us = time.time_ns() // 1000
+    last_success = GaugeMetricFamily(
+        f"{PREFIX}_tarsy_sync_last_success_timestamp_seconds",
+        "Start of the last sync that went through the TARSy's whole session list (Unix time).",
+        labels=["source"],
+    )
+    lag = GaugeMetricFamily(
+        f"{PREFIX}_tarsy_sync_lag_seconds",
+        "Time since the start of the last successful sync: sessions finished since may be missing.",
+        labels=["source"],
+    )
+    failing = GaugeMetricFamily(
+        f"{PREFIX}_tarsy_sync_failing",
+        "1 when the latest sync of the TARSy failed, else 0.",
+        labels=["source"],
+    )
+    sessions = GaugeMetricFamily(
+        f"{PREFIX}_tarsy_sync_sessions",
+        "Sessions fetched from each TARSy, by outcome (stored, or rejected by validation).",
+        labels=["source", "outcome"],
+    )
+    for row in TarsySync.objects.order_by("source"):
+        if row.last_success_at_us is not None:
+            last_success.add_metric([row.source], row.last_success_at_us / 1e6)
+            lag.add_metric([row.source], (now_us - row.last_success_at_us) / 1e6)
+        failing.add_metric([row.source], 1 if row.last_error else 0)
+    rejected = Case(
+        When(rejected_reason="", then=Value("stored")), default=Value("rejected"), output_field=CharField()
+    )
+    counts = (
+        TarsySyncedSession.objects.annotate(outcome=rejected)
+        .values_list("source", "outcome")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for source, outcome, count in counts:
+        sessions.add_metric([source, outcome], count)
+    yield last_success
+    yield lag
+    yield failing
+    yield sessions
+
+
 class DatabaseCollector:
     """The global metrics, computed from the database and the broker at each scrape."""
 
@@ -326,6 +378,7 @@ class DatabaseCollector:
         yield from scoring_families()
         yield from circuit_families()
         yield from worker_families()
+        yield from tarsy_sync_families()
         yield from queue_families()
 
 

@@ -291,3 +291,52 @@ class WorkerHeartbeat(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster_name} on {self.host} (pid {self.pid})"
+
+
+class TarsySync(models.Model):
+    """The sync from one running TARSy (``scoring.tarsy_sync``): its lease and last outcome.
+
+    One row per TARSy base URL. The lease (holder and expiry, taken and renewed
+    by conditional UPDATEs) lets one sync of a TARSy run at a time across every
+    process and host; one that dies leaves a lease that simply expires.
+    """
+
+    source = models.CharField(max_length=500, primary_key=True)
+    lease_holder = models.CharField(max_length=255, blank=True, default="")
+    lease_until_us = models.BigIntegerField(default=0)
+    last_started_at_us = models.BigIntegerField(null=True, blank=True)
+    # Start time of the last run that went through the whole list: everything
+    # finished in TARSy before this moment is here.
+    last_success_at_us = models.BigIntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True, default="")
+    last_error_at_us = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "tarsy_sync"
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class TarsySyncedSession(models.Model):
+    """What a sync last fetched of one session: the list fields that say whether
+    it changed since (status, completion time, chat messages), and why its
+    document was rejected, if it was. The sync's cursor: a session whose list
+    entry matches its row is not fetched again."""
+
+    source = models.CharField(max_length=500)
+    session_id = models.UUIDField()
+    status = models.CharField(max_length=32)
+    completed_at_us = models.BigIntegerField(null=True, blank=True)
+    chat_message_count = models.IntegerField(null=True, blank=True)
+    rejected_reason = models.TextField(blank=True, default="")
+    synced_at_us = models.BigIntegerField()
+
+    class Meta:
+        db_table = "tarsy_synced_sessions"
+        constraints = [
+            models.UniqueConstraint(fields=["source", "session_id"], name="uq_tarsy_synced_sessions")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} from {self.source}"

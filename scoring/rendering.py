@@ -30,7 +30,7 @@ def render_alert_data(alert_data) -> str:
 def render_investigation(session) -> str:
     out: list[str] = []
     seen_messages: dict[str, str] = {}
-    stages = sorted(session.stages or [], key=lambda s: (s.get("stage_index", 0), s.get("started_at_us") or 0))
+    stages = sorted(session.stages or [], key=_stage_order)
     _render_header(session, out)
     _render_available_tools(stages, out)
     out.append("## INVESTIGATION TIMELINE\n")
@@ -46,6 +46,16 @@ def render_investigation(session) -> str:
 
 
 # -- session parts ------------------------------------------------------------
+
+
+def _stage_order(stage) -> tuple:
+    """TARSy's own order (its history repository): chain stages by stage_index, then chats.
+
+    Every chat stage has stage_index 0, so chats would otherwise come before the
+    stages they discuss; they follow in the order they were asked (start time).
+    """
+    is_chat = stage.get("chat_id") is not None
+    return (is_chat, stage.get("stage_index", 0), stage.get("started_at_us") or 0)
 
 
 def _time(us) -> str:
@@ -90,17 +100,19 @@ def _render_available_tools(stages, out: list[str]) -> None:
     out.append("## AVAILABLE TOOLS PER AGENT\n")
     any_tools = False
     for number, stage, execution in _agent_executions(stages):
+        listed = False
         lines = []
         for comm in execution.get("mcp_communications") or []:
             details = comm.get("details") or {}
             if details.get("communication_type") != "tool_list":
                 continue
+            listed = True
             for server, tools in (details.get("available_tools") or {}).items():
                 lines.extend(_tool_line(server, t) for t in tools or [])
-        if lines:
+        if listed:
             any_tools = True
             out.append(f"### {execution.get('agent')} (Stage {number}: {stage.get('stage_name')})\n")
-            out.append("\n".join(lines) + "\n")
+            out.append("\n".join(lines or ["(The tool lists were empty.)"]) + "\n")
     if not any_tools:
         out.append("(No tool lists were recorded.)\n")
 
@@ -146,6 +158,11 @@ def _render_status(execution, out: list[str]) -> None:
         lines.append(f"**Iteration Strategy:** {execution.get('iteration_strategy')}")
     if execution.get("error_message"):
         lines.append(f"**Stage Error:** {execution.get('error_message')}")
+    # A stage paused (waiting for the user) and then cancelled keeps its paused output.
+    output = execution.get("stage_output")
+    if isinstance(output, dict) and output.get("status") not in (None, execution.get("status")):
+        summary = f" ({output['result_summary']})" if output.get("result_summary") else ""
+        lines.append(f"**Earlier State:** {output.get('status')}{summary}")
     out.append("\n".join(lines) + "\n")
 
 
@@ -157,7 +174,10 @@ def _render_session_level(session, out: list[str], seen_messages: dict) -> None:
     if interactions:
         timeline = _AgentTimeline("Executive Summary", seen_messages)
         for interaction in sorted(interactions, key=lambda i: i.get("timestamp_us") or 0):
-            timeline.render_llm(interaction, out)
+            if interaction.get("type") == "mcp":
+                timeline.render_mcp(interaction, out)
+            else:
+                timeline.render_llm(interaction, out)
     else:
         out.append(session.final_analysis_summary.rstrip() + "\n")
 

@@ -7,6 +7,9 @@ Event.set() never returns, so the cluster hangs until it is SIGKILLed. So
 this module handles the signals itself: it forwards SIGTERM to every process
 of the cluster, lets the judge jobs record "worker shut down" on their scores
 (see tasks.py), and kills what is left after a grace period.
+
+With ``TARSY_URL`` set, the cluster's main process also syncs sessions from
+that TARSy every ``TARSY_SYNC_INTERVAL_S`` (``scoring.tarsy_sync``).
 """
 
 import logging
@@ -20,7 +23,7 @@ from django.dispatch import receiver
 from django_q.cluster import Cluster
 from django_q.signals import post_spawn
 
-from scoring import health, llm, runtime
+from scoring import health, llm, runtime, tarsy_sync
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,13 @@ def run_cluster() -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop_requested.set())
     cluster.start()
+    # On a thread of this process, beside the cluster: a sync never holds a judge
+    # job's worker process, and has no task time limit to outgrow.
+    sync_stop = threading.Event()
+    if settings.TARSY_URL:
+        threading.Thread(
+            target=tarsy_sync.run_periodically, args=(sync_stop,), name="tarsy-sync", daemon=True
+        ).start()
     last_heartbeat = 0.0
     while not stop_requested.wait(SENTINEL_CHECK_INTERVAL_S):
         if not cluster.sentinel.is_alive():
@@ -54,6 +64,7 @@ def run_cluster() -> None:
         if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL_S:
             health.record_worker_heartbeat(settings.Q_CLUSTER["name"])
             last_heartbeat = time.monotonic()
+    sync_stop.set()  # a sync in progress stops before its next document and lets its lease go
     stop_cluster_processes()
 
 

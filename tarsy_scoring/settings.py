@@ -274,6 +274,38 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
+# --- Sync from a running TARSy (scoring.tarsy_sync, docs/sync.md) -------------------------
+# Set: each worker cluster syncs sessions from this TARSy every TARSY_SYNC_INTERVAL_S
+# (one cluster at a time across hosts). Also the default URL of `manage.py sync_sessions`.
+TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
+if TARSY_URL and not re.fullmatch(r"https?://[^\s/@]+(/\S*)?", TARSY_URL):
+    raise ImproperlyConfigured(
+        f"TARSY_URL={TARSY_URL!r} is not an http(s) URL without credentials "
+        "(e.g. https://tarsy.example.com; the token goes in TARSY_TOKEN)"
+    )
+# Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
+TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")
+TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)
+# Each request to TARSy: its timeout, retries after a network error or 5xx, first wait (doubling).
+TARSY_SYNC_TIMEOUT_S = env_number("TARSY_SYNC_TIMEOUT_S", 30.0)
+TARSY_SYNC_MAX_RETRIES = env_number("TARSY_SYNC_MAX_RETRIES", 3, int)
+TARSY_SYNC_BACKOFF_S = env_number("TARSY_SYNC_BACKOFF_S", 1.0)
+# /readyz fails when the last successful sync started longer ago than this; 0: reported, never failed.
+TARSY_SYNC_MAX_LAG_S = env_number("TARSY_SYNC_MAX_LAG_S", 0.0)
+# Request a scoring of every session the periodic sync imports for the first time,
+# at most SCORING_AUTO_SCORE_MAX_PER_DAY (UTC day, all processes) since each costs a judge call.
+SCORING_AUTO_SCORE = env_bool("SCORING_AUTO_SCORE", False)
+SCORING_AUTO_SCORE_MAX_PER_DAY = env_number("SCORING_AUTO_SCORE_MAX_PER_DAY", 100, int)
+for _name, _value, _least in (
+    ("TARSY_SYNC_INTERVAL_S", TARSY_SYNC_INTERVAL_S, 0.001),
+    ("TARSY_SYNC_TIMEOUT_S", TARSY_SYNC_TIMEOUT_S, 0.001),
+    ("TARSY_SYNC_MAX_RETRIES", TARSY_SYNC_MAX_RETRIES, 0),
+    ("TARSY_SYNC_BACKOFF_S", TARSY_SYNC_BACKOFF_S, 0),
+    ("SCORING_AUTO_SCORE_MAX_PER_DAY", SCORING_AUTO_SCORE_MAX_PER_DAY, 0),
+):
+    if _value < _least:
+        raise ImproperlyConfigured(f"{_name}={_value:g} is too small (at least {_least:g})")
+
 # --- Channels ---------------------------------------------------------------------------
 if REDIS_URL:
     CHANNEL_LAYERS = {

@@ -8,4 +8,5 @@ pytest_plugins = [
     "tests.support.workers",
     "tests.support.browser",
     "tests.support.throttle",
+    "tests.support.tarsy",
 ]

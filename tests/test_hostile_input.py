@@ -96,12 +96,10 @@ def test_bodies_that_are_not_json_are_400_with_a_message(body, says):
     ("overrides", "field"),
     [
         ({"started_at_us": 10**30}, "started_at_us"),
-        ({"alert_type": "a\u0000b"}, "alert_type"),
-        ({"alert_data": {"note": "\u0000"}}, "alert_data"),
         ({"alert_type": "x" * 1000}, "alert_type"),
         ({"session_id": "../../etc/passwd"}, "session_id"),
     ],
-    ids=["huge-integer", "nul-in-text", "nul-in-json", "too-long", "path-as-id"],
+    ids=["huge-integer", "too-long", "path-as-id"],
 )
 def test_values_the_database_cannot_hold_are_400_naming_the_field(overrides, field):
     response = proxy_client().post(SESSIONS_URL, session_document(**overrides), format="json")

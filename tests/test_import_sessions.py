@@ -194,3 +194,21 @@ def test_every_bundled_sample_imports_without_rejections(db):
     assert not failed, err
     assert out.strip() == f"created: {AlertSession.objects.count()}, updated: 0, rejected: 0"
     assert AlertSession.objects.count() >= len(sample_files)
+
+
+def test_nul_characters_are_replaced_noted_and_reported_the_same_on_every_import(db, tmp_path):
+    document = session_document(final_analysis="PID 1: python\x00manage.py")
+    file = tmp_path / "session.json"
+    file.write_text(json.dumps(document))
+    note = (
+        "1 NUL character (\\u0000), which the database cannot store, replaced with U+FFFD in: final_analysis (1)."
+    )
+
+    first, _, _ = import_sessions(file)
+    again, _, _ = import_sessions(file)
+
+    assert first.splitlines() == [f"noted: {file}: {note}", "created: 1, updated: 0, rejected: 0"]
+    assert again.splitlines() == [f"noted: {file}: {note}", "created: 0, updated: 1, rejected: 0"]
+    session = AlertSession.objects.get()
+    assert session.final_analysis == "PID 1: python\ufffdmanage.py"
+    assert session.ingest_notes == [note]

@@ -83,6 +83,18 @@ def test_parallel_child_stages_are_accepted():
     assert parse_session(document)["stages"][0]["parallel_executions"][1]["stage_index"] == 0
 
 
+def test_a_failed_llm_call_without_a_conversation_is_accepted():
+    # TARSy sets the conversation only on success; a failed call keeps its error.
+    document = session_document()
+    details = document["stages"][0]["llm_interactions"][0]["details"]
+    details.update(conversation=None, success=False, error_message="provider API error: timeout")
+
+    stored = parse_session(document)["stages"][0]["llm_interactions"][0]["details"]
+
+    assert stored["conversation"] is None
+    assert stored["error_message"] == "provider API error: timeout"
+
+
 @pytest.mark.parametrize(
     "document, message",
     [
@@ -183,12 +195,12 @@ INVALID_VALUES = [
     (
         _set(f"{LLM}.details.conversation", _DELETE),
         "stages[0].llm_interactions[0].details.conversation",
-        'This field is required (an object with a "messages" list).',
+        'This field is required (an object with a "messages" list or null).',
     ),
     (
         _set(f"{LLM}.details.conversation", []),
         "stages[0].llm_interactions[0].details.conversation",
-        'Expected an object with a "messages" list, got a list.',
+        'Expected an object with a "messages" list or null, got a list.',
     ),
     (
         _set(f"{LLM}.details.conversation.messages", "hi"),
@@ -231,9 +243,9 @@ INVALID_VALUES = [
         "Expected 'llm' or 'mcp' (the kind of interaction), got \"chat\".",
     ),
     (
-        _set("session_level_interactions.0.details.conversation", None),
+        _set("session_level_interactions.0.details.conversation", "hi"),
         "session_level_interactions[0].details.conversation",
-        'Expected an object with a "messages" list, got null.',
+        'Expected an object with a "messages" list or null, got a string.',
     ),
 ]
 
@@ -248,27 +260,61 @@ def test_each_invalid_value_is_reported_at_its_path(change, path, message):
     assert errors_of(document) == {path: [message]}
 
 
-NUL_ERROR = "Contains a NUL character (\\u0000), which cannot be stored; remove it."
+NOTE_MIDDLE = "(\\u0000), which the database cannot store, replaced with U+FFFD in: "
+
+
+def nuls_replaced(value):
+    """The value with every NUL replaced by U+FFFD, in keys and strings alike."""
+    return json.loads(json.dumps(value).replace("\\u0000", "\\ufffd"))
 
 
 @pytest.mark.parametrize(
-    "change, path",
+    "change, where",
     [
-        (_set("final_analysis", "Root cause:\x00 finalizer"), "final_analysis"),
-        (_set("alert_data.namespace", "stuck\x00"), "alert_data"),
-        (_set(f"{MCP}.details.tool_result", {"result": "binary \x00 log"}), "stages"),
+        (_set("final_analysis", "Root cause:\x00 finalizer"), "final_analysis (1)"),
+        (_set("alert_type", "a\x00b\x00"), "alert_type (2)"),
+        (_set("alert_data.namespace", "stuck\x00"), "alert_data.namespace (1)"),
+        (
+            _set(f"{MCP}.details.tool_result", {"result": "binary \x00 log"}),
+            "stages[0].mcp_communications[0].details.tool_result.result (1)",
+        ),
+        (
+            _set(f"{MCP}.details.tool_arguments", {"k\x00": "v"}),
+            "stages[0].mcp_communications[0].details.tool_arguments (a key) (1)",
+        ),
         (
             _set("session_level_interactions.0.details.conversation.messages.0.content", "\\\x00"),
-            "session_level_interactions",
+            "session_level_interactions[0].details.conversation.messages[0].content (1)",
         ),
     ],
-    ids=["text field", "alert_data", "stages", "after a backslash"],
+    ids=["text column", "twice", "alert_data", "stages", "a key", "after a backslash"],
 )
-def test_nul_characters_are_refused_because_postgresql_cannot_store_them(change, path):
+def test_nul_characters_are_replaced_and_noted_because_postgresql_cannot_store_them(change, where):
     document = session_document()
     change(document)
+    count = json.dumps(document).count("\\u0000")
 
-    assert errors_of(document) == {path: [NUL_ERROR]}
+    fields = parse_session(document)
+
+    expected = nuls_replaced(document)
+    for key in ("alert_type", "final_analysis", "alert_data", "stages", "session_level_interactions"):
+        assert fields[key] == expected[key], key
+    characters = "character" if count == 1 else "characters"
+    assert fields["ingest_notes"] == [f"{count} NUL {characters} {NOTE_MIDDLE}{where}."]
+
+
+def test_the_note_names_a_bounded_number_of_places():
+    document = session_document(final_analysis="\x00")
+    document["alert_data"] = {f"key{n}": "\x00\x00" for n in range(12)}
+
+    (note,) = parse_session(document)["ingest_notes"]
+
+    listed = ", ".join(["final_analysis (1)"] + [f"alert_data.key{n} (2)" for n in range(9)])
+    assert note == f"25 NUL characters {NOTE_MIDDLE}{listed} and 3 more values."
+
+
+def test_a_document_without_nuls_has_no_notes():
+    assert parse_session(session_document())["ingest_notes"] == []
 
 
 def test_the_text_backslash_u0000_is_not_a_nul():

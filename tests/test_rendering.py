@@ -117,6 +117,22 @@ def test_every_tool_call_is_rendered_with_arguments_and_result_or_error(path):
             assert after.startswith(f"\n**Error:** {call['error_message']}\n")
 
 
+def test_chats_follow_the_chain_stages_whatever_their_stage_index():
+    # TARSy gives every chat stage stage_index 0 and lists it after the chain.
+    chain = load_doc("02_multi_stage_chain.json")
+    chat = load_doc("09_chat_followup.json")["stages"][-1]
+    assert chat["stage_index"] == 0
+    chain["stages"].append(chat)
+    rendered = render_investigation(session_from(chain))
+
+    last = len(chain["stages"])
+    names = [stage["stage_name"] for stage in chain["stages"]]
+    positions = [rendered.index(f"## Stage {n}: {name}\n") for n, name in enumerate(names, start=1)]
+    assert positions == sorted(positions)
+    assert f"### ChatAgent (Stage {last}: Chat Response)" in rendered
+    assert positions[-1] < rendered.index(chat["chat_user_message"]["content"])
+
+
 def test_available_tools_are_listed_per_agent():
     rendered = render_sample("03_parallel_agents.json")
     tools = rendered[rendered.index("## AVAILABLE TOOLS PER AGENT"):rendered.index("## INVESTIGATION TIMELINE")]

@@ -63,10 +63,19 @@ class SessionDetailSerializer(serializers.ModelSerializer):
         required=False,
         help_text="Interactions outside any stage (like the executive summary), of type 'llm' or 'mcp'.",
     )
+    ingest_notes = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text=(
+            "What this service had to change to store the session, one sentence each; empty when it is "
+            "stored exactly as sent. NUL characters (\\u0000), which the database cannot store, are "
+            "replaced with U+FFFD, and a note says how many and where (JSON paths)."
+        ),
+    )
 
     class Meta:
         model = AlertSession
-        fields = SUMMARY_FIELDS + ["stages", "session_level_interactions"]
+        fields = SUMMARY_FIELDS + ["stages", "session_level_interactions", "ingest_notes"]
         read_only_fields = COMPUTED_FIELDS
         extra_kwargs = {"alert_data": {"required": True}}
 
@@ -99,7 +108,7 @@ INVALID_SESSION = field_errors(
     {
         "status": [STATUS_ERROR.format(input="running")],
         "stages[2].llm_interactions[0].details.conversation": [
-            'This field is required (an object with a "messages" list).'
+            'This field is required (an object with a "messages" list or null).'
         ],
     },
 )
@@ -128,7 +137,8 @@ NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not s
     create=extend_schema(
         summary="Store one TARSy session (new or updated)",
         description="The body is a session as TARSy's `GET /api/v1/history/sessions/{id}` returns it. "
-        "Sending a session again replaces it.",
+        "Sending a session again replaces it. NUL characters (\\u0000), which the database cannot "
+        "store, are stored as U+FFFD and noted in the session's `ingest_notes`.",
         request=SessionDetailSerializer,
         responses={
             201: OpenApiResponse(SessionSummarySerializer, description="The session was new."),

@@ -58,7 +58,7 @@ def test_an_invalid_session_is_refused_with_its_field_errors(api_client):
     assert response.json() == {
         "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."],
         "stages[0].llm_interactions[0].details.conversation": [
-            'This field is required (an object with a "messages" list).'
+            'This field is required (an object with a "messages" list or null).'
         ],
     }
     assert not AlertSession.objects.exists()

@@ -109,7 +109,8 @@ class Command(BaseCommand):
         "(one session or a list), JSONL files (one session per line), folders (their .json and .jsonl "
         "files, recursively) or '-' for stdin. Each session is stored on its own: a rejected one is "
         "reported as 'rejected: FILE[N]: REASON' (N = position in the list from 0, or line number in "
-        "JSONL) and the others are stored all the same. Exits non-zero if anything was rejected."
+        "JSONL) and the others are stored all the same; what had to change to store a session (NUL "
+        "characters replaced) is reported as 'noted: FILE[N]: NOTE'. Exits non-zero if anything was rejected."
     )
     # Lets tests hand in their own stdin (a binary stream) through call_command.
     stealth_options = ("stdin",)
@@ -122,7 +123,7 @@ class Command(BaseCommand):
         counts = {"created": 0, "updated": 0, "rejected": 0}
         for path in paths:
             for record in read_records(path, stdin):
-                reason = record.error or self._store(record.document, counts)
+                reason = record.error or self._store(record, counts)
                 if reason:
                     counts["rejected"] += 1
                     self.stderr.write(f"rejected: {record.where}: {reason}")
@@ -131,12 +132,14 @@ class Command(BaseCommand):
             stored = counts["created"] + counts["updated"]
             raise CommandError(f"{counts['rejected']} rejected, {stored} stored")
 
-    @staticmethod
-    def _store(document, counts: dict) -> str:
-        """Store one session and count it; return why it was rejected, if it was."""
+    def _store(self, record: Record, counts: dict) -> str:
+        """Store one session, count it and show what had to change to store it;
+        return why it was rejected, if it was."""
         try:
-            _, created = services.ingest_session(document)
+            session, created = services.ingest_session(record.document)
         except InvalidSession as exc:
             return str(exc)
         counts["created" if created else "updated"] += 1
+        for note in session.ingest_notes:
+            self.stdout.write(f"noted: {record.where}: {note}")
         return ""

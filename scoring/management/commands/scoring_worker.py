@@ -7,7 +7,8 @@ class Command(BaseCommand):
     help = (
         "Run a judge worker cluster (django-q2). First fails the scorings orphaned by workers that "
         "died and schedules that cleanup every minute. SIGTERM or Ctrl-C stops it: scorings in flight "
-        "end failed with 'worker shut down'."
+        "end failed with 'worker shut down'. With TARSY_URL set, it also syncs sessions from that TARSy "
+        "every TARSY_SYNC_INTERVAL_S (docs/sync.md)."
     )
 
     def handle(self, *args, **options):
