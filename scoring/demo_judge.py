@@ -65,7 +65,10 @@ class ChatRequest:
 
 
 def chat_completion(
-    content: str, request_body: dict | None, prompt_tokens: int | None = None, completion_tokens: int | None = None
+    content: str,
+    request_body: dict | None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
 ) -> dict:
     """A ``chat.completion`` answering ``request_body`` with ``content``; token counts
     default to a rough count of characters (4 a token), as ``usage`` must have them."""
@@ -212,7 +215,8 @@ class _Session:
 
     @property
     def unused(self) -> list[str]:
-        return [tool for tool in self.available if tool not in set(self.called)]
+        called = set(self.called)
+        return [tool for tool in self.available if tool not in called]
 
 
 def _read_session(prompt: str) -> _Session:
@@ -262,7 +266,9 @@ def _score(session: _Session) -> dict[str, int]:
             - (6 if not session.has_final_analysis else 0)
         ),
         "Tool Relevance": _clamp(tool_relevance),
-        "Synthesis Quality": _clamp(17 - (9 if not session.has_final_analysis else 0) - min(3, session.failed_calls)),
+        "Synthesis Quality": _clamp(
+            17 - (9 if not session.has_final_analysis else 0) - min(3, session.failed_calls)
+        ),
     }
 
 
@@ -288,13 +294,14 @@ def _analysis(session: _Session) -> str:
             "failure before moving on, instead of leaving the gap open. "
         )
     if not session.called:
-        flow += "The agent never attempted to gather evidence with a tool: the conclusion rests on the alert alone. "
+        flow += "The agent never attempted to gather evidence with a tool: its conclusion rests on the alert. "
     if session.status != "completed":
         flow += "The investigation did not complete, so its reasoning never reached a verified conclusion. "
     if session.claims_high_confidence and len(unused) >= 3:
         consistency = (
-            "There is a significant inconsistency: the agent reports high confidence, but several available "
-            "tools were never used to verify it, so the confidence level does not match the evidence gathered. "
+            "There is a significant inconsistency: the agent reports high confidence, but several "
+            "available tools were never used to verify it, so the confidence level does not match the "
+            "evidence gathered. "
         )
     else:
         consistency = (

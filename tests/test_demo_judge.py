@@ -42,7 +42,8 @@ def test_replies_follow_the_session_and_end_with_a_score_line():
     assert str(session.session_id) in analysis
     # The sample's agents never called events_list: the demo names it, from the tool list it was sent.
     assert "kubernetes-server.events_list" in turn2 and "Demo judge" in turn2
-    assert demo_judge.demo_reply(messages[:1] + [{"role": "user", "content": RESTATE_SCORE_PROMPT}]) == str(total)
+    restate = {"role": "user", "content": RESTATE_SCORE_PROMPT}
+    assert demo_judge.demo_reply([*messages[:1], restate]) == str(total)
     # A session with no tools and no final analysis scores lower, and its reply says why.
     bare = make_session(final_analysis="", status="failed")
     bare_total, bare_analysis = extract_score(demo_judge.demo_reply(conversation(bare)))
@@ -55,7 +56,9 @@ def demo_judge_env():
     """The demo judge started as ``bin/run --demo-judge`` does; the settings it prints for the worker."""
     port = free_port()
     command = [sys.executable, "-m", "scoring.demo_judge", "--port", str(port)]
-    process = subprocess.Popen(command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=REPO_DIR, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         assert "demo judge listening" in process.stdout.readline()
         printed = subprocess.run(

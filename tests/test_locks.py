@@ -39,7 +39,9 @@ def direct(in_file: str) -> set[str]:
 def test_every_runtime_pin_is_in_the_dev_lock_at_the_same_version():
     base, dev = pins("base.txt"), pins("dev.txt")
 
-    assert {name: (version, dev.get(name)) for name, version in base.items() if dev.get(name) != version} == {}
+    assert {
+        name: (version, dev.get(name)) for name, version in base.items() if dev.get(name) != version
+    } == {}
 
 
 def test_each_lock_pins_its_direct_requirements():

@@ -38,12 +38,12 @@ LOG_TAIL_LINES = 40
 
 def procfile() -> dict[str, str]:
     """The Procfile's process types and their commands."""
-    lines = (REPO_DIR / "Procfile").read_text().splitlines()
-    return dict(
-        (name.strip(), command.strip())
-        for name, _, command in (line.partition(":") for line in lines)
+    entries = (line.partition(":") for line in (REPO_DIR / "Procfile").read_text().splitlines())
+    return {
+        name.strip(): command.strip()
+        for name, _, command in entries
         if name.strip() and not name.startswith("#")
-    )
+    }
 
 
 def skip_unless_postgresql() -> None:
@@ -71,11 +71,15 @@ def postgres_database():
     db = settings.DATABASES["default"]
     server = {"host": db["HOST"] or "localhost", "port": db["PORT"] or 5432, "user": db["USER"]}
     name = f"runtime_lock_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dbname="postgres", password=db["PASSWORD"] or None, autocommit=True, **server) as admin:
+    with psycopg.connect(
+        dbname="postgres", password=db["PASSWORD"] or None, autocommit=True, **server
+    ) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     credentials = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
     yield f"postgres://{credentials}@{server['host']}:{server['port']}/{name}"
-    with psycopg.connect(dbname="postgres", password=db["PASSWORD"] or None, autocommit=True, **server) as admin:
+    with psycopg.connect(
+        dbname="postgres", password=db["PASSWORD"] or None, autocommit=True, **server
+    ) as admin:
         admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
@@ -101,7 +105,11 @@ class Procfile:
         """Run a one-off command to its end: the Procfile's ``name`` unless ``command`` is given."""
         with (self.logs / f"{name}.log").open("wb") as out:
             done = subprocess.run(
-                ["bash", "-c", command or self.commands[name]], cwd=REPO_DIR, env=self.env, stdout=out, stderr=out
+                ["bash", "-c", command or self.commands[name]],
+                cwd=REPO_DIR,
+                env=self.env,
+                stdout=out,
+                stderr=out,
             )
         assert done.returncode == 0, f"{command or 'Procfile ' + name} exited {done.returncode}{self.tails()}"
 
@@ -221,7 +229,9 @@ def test_the_runtime_lock_alone_runs_the_procfile_on_postgresql_and_redis(
         try:
             (status, created), received = asyncio.run(score_and_follow())
         except (TimeoutError, OSError) as error:
-            raise AssertionError(f"no scoring events over the WebSocket: {error!r}{procfile_run.tails()}") from None
+            raise AssertionError(
+                f"no scoring events over the WebSocket: {error!r}{procfile_run.tails()}"
+            ) from None
         assert status == 202, f"{created}{procfile_run.tails()}"
         assert [event["type"] for event in received][-1] == "scoring.completed", received
         assert {event["score_id"] for event in received} == {created["score_id"]}
