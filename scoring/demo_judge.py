@@ -294,7 +294,7 @@ def _analysis(session: _Session) -> str:
             "failure before moving on, instead of leaving the gap open. "
         )
     if not session.called:
-        flow += "The agent never attempted to gather evidence with a tool: its conclusion rests on the alert. "
+        flow += "The agent never attempted to gather evidence with a tool: it concluded from the alert. "
     if session.status != "completed":
         flow += "The investigation did not complete, so its reasoning never reached a verified conclusion. "
     if session.claims_high_confidence and len(unused) >= 3:
