@@ -4,7 +4,7 @@ pytest_plugins = [
     "tests.support.api",
     "tests.support.factories",
     "tests.support.servers",
-    "tests.support.fake_llm",
+    "tests.support.fake_llm_fixtures",
     "tests.support.workers",
     "tests.support.browser",
     "tests.support.throttle",

@@ -100,3 +100,13 @@ def test_runs_standalone(standalone_server):
 
     assert status == 200
     assert body["choices"][0]["message"]["content"] == "Total score: 55"
+
+
+@pytest.mark.parametrize("module", ["tests.support.fake_llm", "scoring.demo_judge"])
+def test_runs_without_pytest_or_django(module):
+    # The demo judge runs on the runtime lock, which has no pytest; neither needs Django set up.
+    code = f"import sys; sys.modules['pytest'] = sys.modules['django'] = None; import {module}"
+    repo = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+
+    assert done.returncode == 0, done.stderr

@@ -1,10 +1,8 @@
 """bin/topology: two web processes and two worker clusters on PostgreSQL and Redis, end to end."""
 
 import asyncio
-import json
 import signal
 import time
-import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -18,6 +16,7 @@ from tests.support.servers import REPO_DIR, EventClient
 from tests.support.topology import (
     BATCH_ENV,
     batch_problems,
+    http,
     import_sample_sessions,
     run_batch,
     running_topology,
@@ -30,24 +29,6 @@ pytestmark = pytest.mark.processes
 BATCH_SIZE = 200
 # Generous, so that a broken run fails with what it saw before pytest's own timeout (300 s).
 BATCH_TIMEOUT_S = 150
-
-
-def http(method: str, url: str, body: dict | None = None, user: str = "alice") -> tuple[int, dict | str]:
-    request = urllib.request.Request(
-        url,
-        method=method,
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"X-Forwarded-User": user, "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            status, raw = response.status, response.read()
-    except urllib.error.HTTPError as error:
-        status, raw = error.code, error.read()
-    try:
-        return status, json.loads(raw)
-    except ValueError:
-        return status, raw.decode()
 
 
 def is_ready(web_url: str) -> bool:

@@ -7,9 +7,13 @@ it received.
 
     fake_llm.push(Error(429, headers={"Retry-After": "1"}), Reply("Total score: 70"))
 
-Run it alone for manual runs and benchmarks:
+Run it alone for benchmarks and ``bin/topology --fake-llm`` (to try the service, see
+``bin/run --demo-judge`` instead):
 
-    python -m tests.support.fake_llm --port 8999 --reply "Total score: 70" --delay 2
+    python -m tests.support.fake_llm --port 8999 --reply "Looks thorough.\n\n70" --delay 2
+
+The HTTP serving is the demo judge's (``scoring.demo_judge``); the pytest fixtures are in
+``tests/support/fake_llm_fixtures.py``, so that this module imports without pytest.
 """
 
 from __future__ import annotations
@@ -17,17 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-import time
-import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import pytest
+from scoring.demo_judge import ChatCompletionsServer, ChatHandler, ChatRequest, chat_completion, error_body
 
 DEFAULT_REPLY_TEXT = "This is the fake judge's reply."
-COMPLETION_PATHS = ("/v1/chat/completions", "/chat/completions")
 
 
 # --- Steps: what the server does with one request ------------------------------------------
@@ -98,32 +98,7 @@ def unauthorized() -> Error:
     return Error(401, "Incorrect API key provided: test-key.", "invalid_api_key", "invalid_request_error")
 
 
-# --- Requests as received -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    path: str
-    headers: dict[str, str]
-    body: dict | None  # the parsed JSON body, None if it was not JSON
-    arrived: float  # time.monotonic() when the request was read
-
-    @property
-    def messages(self) -> list[dict]:
-        return (self.body or {}).get("messages", [])
-
-    @property
-    def model(self) -> str | None:
-        return (self.body or {}).get("model")
-
-
 # --- The server -------------------------------------------------------------------------------
-
-
-class _BackloggedHTTPServer(ThreadingHTTPServer):
-    # http.server's listen backlog of 5 drops connection attempts when hundreds
-    # of judge calls start at once, and each retry costs the client 1 s.
-    request_queue_size = 1024
 
 
 class FakeLLMServer:
@@ -132,19 +107,16 @@ class FakeLLMServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, default: Step | Callable = Reply()):
         self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
-        self._requests: list[RecordedRequest] = []
+        self._requests: list[ChatRequest] = []
         self._default = default
         # Set to release requests that are hanging, so they do not outlive a test.
         self._release = threading.Event()
-        self._httpd = _BackloggedHTTPServer((host, port), _Handler)
-        self._httpd.daemon_threads = True
-        self._httpd.fake = self
+        self._httpd = ChatCompletionsServer((host, port), self._answer)
         self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._httpd.url
 
     def env(self) -> dict[str, str]:
         """Environment variables that point a worker process's judge at this server."""
@@ -157,14 +129,12 @@ class FakeLLMServer:
         }
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-llm", daemon=True)
-        self._thread.start()
+        self._thread = self._httpd.serve_in_thread("fake-llm")
         return self
 
     def stop(self) -> None:
         self._release.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._httpd.stop()
 
     def push(self, *steps: Step) -> None:
         with self._lock:
@@ -176,7 +146,7 @@ class FakeLLMServer:
             self._default = default
 
     @property
-    def requests(self) -> list[RecordedRequest]:
+    def requests(self) -> list[ChatRequest]:
         with self._lock:
             return list(self._requests)
 
@@ -193,131 +163,40 @@ class FakeLLMServer:
             self._release.set()
             self._release = threading.Event()
 
-    def _next_step(self, request: RecordedRequest) -> tuple[Step, threading.Event]:
+    def _answer(self, request: ChatRequest, handler: ChatHandler) -> None:
         with self._lock:
             self._requests.append(request)
             step = self._steps.popleft() if self._steps else self._default
             release = self._release
         if callable(step):
             step = step(request.body)
-        return step, release
+        _perform(step, request.body, release, handler)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "FakeLLM/1.0"
-
-    def log_message(self, format, *args):
-        """Quiet: tests read requests from the recorder, not from stderr."""
-
-    def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        request = RecordedRequest(self.path, dict(self.headers.items()), body, time.monotonic())
-        fake: FakeLLMServer = self.server.fake
-        if self.path.split("?")[0] in COMPLETION_PATHS:
-            step, release = fake._next_step(request)
-        else:
-            step, release = Error(404, f"unknown path {self.path}", "not_found"), threading.Event()
-        try:
-            self._perform(step, body, release)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (its timeout); nothing to answer
-
-    def _perform(self, step: Step, body: dict | None, release: threading.Event) -> None:
-        match step:
-            case Reply():
-                if step.delay:
-                    release.wait(step.delay)
-                self._send_json(200, _completion(step, body))
-            case Error():
-                error = {"error": {"message": step.message, "type": step.type, "code": step.code}}
-                self._send_json(step.status, error, step.headers)
-            case Hang():
-                release.wait(step.seconds)
-                self.close_connection = True
-            case CloseConnection():
-                self.close_connection = True
-            case Malformed():
-                text = json.dumps(_completion(Reply(), body))
-                self._send_bytes(200, text[: len(text) // 2].encode(), "application/json")
-            case Garbage():
-                self._send_bytes(200, b"<html>502 Bad Gateway from a proxy</html>", "application/json")
-            case _:
-                raise TypeError(f"not a fake LLM step: {step!r}")
-
-    def _send_json(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-        self._send_bytes(status, json.dumps(payload).encode(), "application/json", headers)
-
-    def _send_bytes(self, status: int, data: bytes, content_type: str, headers=None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+def _perform(step: Step, body: dict | None, release: threading.Event, handler: ChatHandler) -> None:
+    match step:
+        case Reply():
+            if step.delay:
+                release.wait(step.delay)
+            handler.send_json(200, _completion(step, body))
+        case Error():
+            handler.send_json(step.status, error_body(step.message, step.type, step.code), step.headers)
+        case Hang():
+            release.wait(step.seconds)
+            handler.close_connection = True
+        case CloseConnection():
+            handler.close_connection = True
+        case Malformed():
+            text = json.dumps(_completion(Reply(), body))
+            handler.send_bytes(200, text[: len(text) // 2].encode(), "application/json")
+        case Garbage():
+            handler.send_bytes(200, b"<html>502 Bad Gateway from a proxy</html>", "application/json")
+        case _:
+            raise TypeError(f"not a fake LLM step: {step!r}")
 
 
 def _completion(reply: Reply, body: dict | None) -> dict:
-    body = body or {}
-    prompt_chars = sum(len(str(message.get("content") or "")) for message in body.get("messages", []))
-    prompt_tokens = reply.prompt_tokens if reply.prompt_tokens is not None else max(1, prompt_chars // 4)
-    completion_tokens = (
-        reply.completion_tokens if reply.completion_tokens is not None else len(reply.content) // 4
-    )
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": body.get("model", "fake-judge"),
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": reply.content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
-
-
-# --- pytest fixtures ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def fake_llm_server():
-    server = FakeLLMServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def fake_llm(fake_llm_server):
-    """The shared fake server, with an empty script and no recorded requests."""
-    fake_llm_server.reset()
-    yield fake_llm_server
-    fake_llm_server.reset()
-
-
-@pytest.fixture
-def judge_llm(settings, fake_llm):
-    """Settings that send judge calls to the fake server, with short timeouts and backoff."""
-    env = fake_llm.env()
-    settings.SCORING_LLM_MODEL = env["SCORING_LLM_MODEL"]
-    settings.SCORING_LLM_API_BASE = env["SCORING_LLM_API_BASE"]
-    settings.SCORING_LLM_API_KEY = env["SCORING_LLM_API_KEY"]
-    settings.SCORING_LLM_TIMEOUT_S = float(env["SCORING_LLM_TIMEOUT_S"])
-    settings.SCORING_LLM_BACKOFF_S = float(env["SCORING_LLM_BACKOFF_S"])
-    return fake_llm
+    return chat_completion(reply.content, body, reply.prompt_tokens, reply.completion_tokens)
 
 
 def main() -> None:

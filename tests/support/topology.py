@@ -21,6 +21,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -52,6 +54,28 @@ TERMINAL_EVENTS = {"scoring.completed", "scoring.failed"}
 # send an event twice: the batch keeps listening this long after the last scoring ended.
 SETTLE_S = 3.0
 EXAMPLES = 5  # sessions quoted per problem
+
+
+# --- Talking to a web process ----------------------------------------------------------------
+
+
+def http(method: str, url: str, body: dict | None = None, user: str = "alice") -> tuple[int, dict | str]:
+    """One request as ``user`` (through the trusted proxy headers): (status, JSON body or text)."""
+    request = urllib.request.Request(
+        url,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"X-Forwarded-User": user, "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as error:
+        status, raw = error.code, error.read()
+    try:
+        return status, json.loads(raw)
+    except ValueError:
+        return status, raw.decode()
 
 
 # --- Running the topology --------------------------------------------------------------------
