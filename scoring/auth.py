@@ -4,6 +4,15 @@ TARSy runs behind oauth2-proxy, which authenticates the user and forwards the
 request with ``X-Forwarded-User`` (or ``X-Forwarded-Email``). Anyone can send
 those headers, so they are believed only from an address in
 ``TRUSTED_PROXY_IPS``; from anywhere else they are ignored.
+
+From a trusted address, a named user is refused (``ProxyIdentityRefused``)
+when the account is deactivated, when the name does not fit a user name (it is
+never cut, which could merge two identities), or when the request also carries
+an identity header spelled with underscores (``X_Forwarded_User``): WSGI and
+Django's ASGI handler turn ``_`` and ``-`` into the same ``HTTP_X_FORWARDED_USER``,
+so a client could add its own header beside the one the proxy sets (the
+oauth2-proxy header smuggling of CVE-2025-64484). daphne drops such headers
+already; the check keeps that true under any ASGI server.
 """
 
 import ipaddress
@@ -13,13 +22,20 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_delete, post_save
+from django.http import JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
 
 PROXY_USER_HEADERS = ("HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL")
+# The same headers as sent, lower-cased (ASGI scopes keep a header's own spelling).
+PROXY_USER_HEADER_NAMES = ("x-forwarded-user", "x-forwarded-email")
+
+
+class ProxyIdentityRefused(Exception):
+    """A trusted proxy named a user who may not sign in; the message says why."""
 
 
 def is_trusted_proxy(remote_addr: str | None) -> bool:
@@ -32,15 +48,61 @@ def is_trusted_proxy(remote_addr: str | None) -> bool:
     return any(address in network for network in settings.TRUSTED_PROXY_IPS)
 
 
-def proxy_username(meta: dict) -> str | None:
-    """The user named by a trusted proxy in this request's headers, if any."""
+def smuggled_header(raw_headers) -> str | None:
+    """The first identity header in ``raw_headers`` (ASGI ``(name, value)`` byte
+    pairs) spelled with an underscore, if any."""
+    for name, _value in raw_headers:
+        spelled = name.decode("latin-1").lower()
+        if "_" in spelled and spelled.replace("_", "-") in PROXY_USER_HEADER_NAMES:
+            return name.decode("latin-1")
+    return None
+
+
+def proxy_username(meta: dict, raw_headers=()) -> str | None:
+    """The user named by a trusted proxy in this request's headers, if any.
+
+    ``raw_headers`` are the request's headers as sent, when the server passes
+    them on (ASGI); under WSGI the server must drop underscore headers itself.
+    """
     if not is_trusted_proxy(meta.get("REMOTE_ADDR")):
         return None
+    smuggled = smuggled_header(raw_headers)
+    if smuggled is not None:
+        raise ProxyIdentityRefused(
+            f"header {smuggled!r} refused: identity headers spelled with underscores could "
+            "impersonate the one the proxy sets"
+        )
+    longest = get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD).max_length
     for header in PROXY_USER_HEADERS:
         value = (meta.get(header) or "").strip()
+        if len(value) > longest:
+            raise ProxyIdentityRefused(
+                f"{header[5:].replace('_', '-').title()} is {len(value)} characters long; "
+                f"user names have at most {longest}"
+            )
         if value:
-            return value[:150]
+            return value
     return None
+
+
+def asgi_headers(request) -> list:
+    """The request's headers as sent, under ASGI; none under WSGI."""
+    return getattr(request, "scope", {}).get("headers", [])
+
+
+def proxy_request_user(meta: dict, raw_headers=()):
+    """The active user a trusted proxy names, or None when it names nobody.
+
+    Raises ``ProxyIdentityRefused`` for a deactivated account (as Django's
+    RemoteUserBackend refuses one), a name too long, or a smuggled header.
+    """
+    username = proxy_username(meta, raw_headers)
+    if username is None:
+        return None
+    user = proxy_user(username)
+    if not user.is_active:
+        raise ProxyIdentityRefused(f"user {username!r} is deactivated")
+    return user
 
 
 def _enforce_csrf(request) -> None:
@@ -105,12 +167,15 @@ class TrustedProxyAuthentication(BaseAuthentication):
     """
 
     def authenticate(self, request):
-        username = proxy_username(request.META)
-        if username is None:
+        try:
+            user = proxy_request_user(request.META, asgi_headers(request._request))
+        except ProxyIdentityRefused as exc:
+            raise AuthenticationFailed(str(exc)) from exc
+        if user is None:
             return None
         if request.method not in SAFE_METHODS and request.content_type.split(";")[0].strip() != "application/json":
             _enforce_csrf(request)
-        return proxy_user(username), None
+        return user, None
 
     def authenticate_header(self, request):
         # Answering 401 (not 403) to anonymous callers needs a challenge.
@@ -138,7 +203,9 @@ class TrustedProxyUserMiddleware:
     Goes after AuthenticationMiddleware; a logged-in Django session wins.
     A proxy header never carries staff rights: a name that matches a staff
     account is ignored here, so the admin always needs that account's own login
-    (otherwise anyone the proxy knows as "admin" would be the admin).
+    (otherwise anyone the proxy knows as "admin" would be the admin). A refused
+    proxy identity gets 403 with the reason, as JSON like every API error (the
+    API's own check answers 401 when a Django session skipped this one).
     """
 
     def __init__(self, get_response):
@@ -146,9 +213,10 @@ class TrustedProxyUserMiddleware:
 
     def __call__(self, request):
         if not request.user.is_authenticated:
-            username = proxy_username(request.META)
-            if username is not None:
-                user = proxy_user(username)
-                if not (user.is_staff or user.is_superuser):
-                    request.user = user
+            try:
+                user = proxy_request_user(request.META, asgi_headers(request))
+            except ProxyIdentityRefused as exc:
+                return JsonResponse({"detail": f"sign-in refused: {exc}"}, status=403)
+            if user is not None and not (user.is_staff or user.is_superuser):
+                request.user = user
         return self.get_response(request)

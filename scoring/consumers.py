@@ -17,7 +17,7 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from scoring import events, relay, selectors
-from scoring.auth import proxy_username
+from scoring.auth import ProxyIdentityRefused, proxy_request_user
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,11 @@ def refusal_reason(scope: dict) -> str | None:
     origin = meta.get("HTTP_ORIGIN")
     if origin is not None and not origin_allowed(origin, meta.get("HTTP_HOST")):
         return "foreign origin"
-    if proxy_username(meta) is not None:
-        return None
+    try:
+        if proxy_request_user(meta, scope.get("headers", [])) is not None:
+            return None
+    except ProxyIdentityRefused as exc:
+        return str(exc)
     user = scope.get("user")
     if user is None or not user.is_authenticated:
         return "not authenticated"
@@ -148,7 +151,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 self.resync_task.cancel()
 
     async def connect(self):
-        reason = refusal_reason(self.scope)
+        reason = await database_sync_to_async(refusal_reason)(self.scope)
         if reason is not None:
             # Closing before accepting refuses the handshake (daphne answers
             # HTTP 403). The dashboards reset their reconnect back-off whenever

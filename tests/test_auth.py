@@ -1,13 +1,19 @@
 """Who may call the API: trusted-proxy headers, Django sessions and tokens."""
 
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.contrib.auth import get_user_model
+from django.core.asgi import get_asgi_application
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from scoring import auth
+from tarsy_scoring.asgi import application
 from tests.support.api import session_document
+from tests.support.servers import WS_PATH
 
 SESSIONS_URL = "/api/v1/sessions/"
 
@@ -124,7 +130,7 @@ def test_a_remembered_proxy_user_made_staff_no_longer_signs_in_on_the_pages(clie
 
     response = client.get("/", HTTP_X_FORWARDED_USER="carol")
 
-    assert response.status_code == 302 and response.url.startswith("/admin/login/")
+    assert response.status_code == 302 and response.url.startswith("/login/")
 
 
 def test_a_user_changed_elsewhere_is_looked_up_again_after_the_memory_expires(db, monkeypatch):
@@ -146,3 +152,105 @@ def test_each_request_gets_its_own_user_instance(db):
     second = client.get(SESSIONS_URL, HTTP_X_FORWARDED_USER="alice").wsgi_request.user
 
     assert first.pk == second.pk and first is not second
+
+
+# --- Refused proxy identities: deactivated, too long, smuggled -----------------------------------
+
+
+def deactivate(username: str) -> None:
+    user = get_user_model().objects.get(username=username)
+    user.is_active = False
+    user.save()
+
+
+def test_a_deactivated_proxy_user_is_refused_on_the_api_and_the_pages(client, db):
+    assert APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER="alice").status_code == 200
+    deactivate("alice")  # remembered until now: a save in this process forgets it
+
+    api = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER="alice")
+    page = client.get("/", HTTP_X_FORWARDED_USER="alice")
+
+    assert api.status_code == 403 and api.json() == {"detail": "sign-in refused: user 'alice' is deactivated"}
+    assert page.status_code == 403 and "deactivated" in page.json()["detail"]
+
+
+def test_a_deactivated_proxy_user_is_refused_even_beside_another_users_session(db):
+    # A Django session skips the page middleware's check; the API's own one still refuses.
+    get_user_model().objects.create_user(username="alice", is_active=False)
+    client = APIClient()
+    client.force_login(get_user_model().objects.create_user(username="dave"))
+
+    response = client.get(SESSIONS_URL, HTTP_X_FORWARDED_USER="alice")
+
+    assert response.status_code == 401 and "deactivated" in response.json()["detail"]
+
+
+def test_a_proxy_name_longer_than_a_user_name_is_refused_not_cut(db):
+    longest = get_user_model()._meta.get_field("username").max_length
+    fits, too_long = "a" * longest, "a" * longest + "-second-identity"
+
+    accepted = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER=fits)
+    refused = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_EMAIL=too_long)
+
+    assert accepted.status_code == 200
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        f"sign-in refused: X-Forwarded-Email is {len(too_long)} characters long; user names have at most {longest}"
+    )
+    assert usernames() == {fits}
+
+
+def asgi_get(path: str, headers: list[tuple[bytes, bytes]]):
+    """GET ``path`` through Django's ASGI handler from loopback, headers exactly as sent."""
+    communicator = HttpCommunicator(get_asgi_application(), "GET", path, headers=headers)
+    communicator.scope["client"] = ("127.0.0.1", 50123)
+    return async_to_sync(communicator.get_response)()
+
+
+SMUGGLED = [
+    [(b"x_forwarded_user", b"admin")],
+    [(b"X_Forwarded_Email", b"admin@example.com")],
+    # Beside the proxy's own header (Django would join both into "alice,admin").
+    [(b"x-forwarded-user", b"alice"), (b"x_forwarded_user", b"admin")],
+]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("headers", SMUGGLED)
+def test_identity_headers_spelled_with_underscores_are_refused_at_the_asgi_handler(headers):
+    for path in (SESSIONS_URL, "/"):
+        response = asgi_get(path, [(b"host", b"localhost"), *headers])
+        assert response["status"] == 403, (path, response)
+        assert b"underscores" in response["body"]
+    assert usernames() == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_proxy_header_as_oauth2_proxy_sends_it_still_signs_in_at_the_asgi_handler():
+    response = asgi_get(SESSIONS_URL, [(b"host", b"localhost"), (b"x-forwarded-user", b"alice")])
+
+    assert response["status"] == 200
+    assert usernames() == {"alice"}
+
+
+def websocket_refused(headers) -> bool:
+    async def handshake():
+        communicator = WebsocketCommunicator(application, WS_PATH, headers=headers)
+        communicator.scope["client"] = ["127.0.0.1", 50123]
+        connected, _ = await communicator.connect(10)
+        await communicator.disconnect()
+        return not connected
+
+    return async_to_sync(handshake)()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_websocket_refuses_deactivated_long_and_smuggled_proxy_identities():
+    get_user_model().objects.create_user(username="mallory", is_active=False)
+
+    assert not websocket_refused([(b"x-forwarded-user", b"alice")])
+    assert websocket_refused([(b"x-forwarded-user", b"mallory")])
+    assert websocket_refused([(b"x-forwarded-user", b"a" * 151)])
+    for headers in SMUGGLED:
+        assert websocket_refused(headers), headers
+    assert usernames() == {"alice", "mallory"}
