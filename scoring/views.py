@@ -2,7 +2,7 @@
 
 Pages only read. Scoring is requested by the page script through the REST API
 and its progress arrives on the WebSocket (``static/scoring/dashboard.js``).
-Signing in is the admin's login.
+Signing in and out are Django's own views on the dashboard's URLs (scoring.urls).
 """
 
 from django import forms

@@ -7,10 +7,13 @@ the channel layer and the cache to Redis so that several web and worker
 processes can share them.
 """
 
+import base64
+import hashlib
 import ipaddress
 import os
 import re
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -84,6 +87,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_q",
     "channels",
+    "axes",
     "scoring",
 ]
 
@@ -97,6 +101,9 @@ MIDDLEWARE = [
     "scoring.auth.TrustedProxyUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Last, as django-axes requires: it turns a locked-out sign-in into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "tarsy_scoring.urls"
@@ -165,7 +172,31 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+# The dashboard's own sign-in and sign-out (the admin keeps its own pages).
+LOGIN_URL = "scoring:login"
+LOGIN_REDIRECT_URL = "scoring:session-list"
+LOGOUT_REDIRECT_URL = "scoring:login"
+
+# Password sign-ins (the dashboard's and the admin's) go through django-axes first:
+# after LOGIN_FAILURE_LIMIT failures for one user name from one address, that pair is
+# refused (HTTP 429) for LOGIN_LOCKOUT_S, even with the right password. Locking by
+# address alone would lock everyone out behind oauth2-proxy (one address for all);
+# by name alone would let anyone lock an operator out from anywhere. Failures are
+# kept in the database, so every web process counts them. `manage.py axes_reset`
+# lifts every lockout (docs/deploy.md).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_number("LOGIN_FAILURE_LIMIT", 5, int)
+_login_lockout_s = env_number("LOGIN_LOCKOUT_S", 900, int)
+for _name, _value in (("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT), ("LOGIN_LOCKOUT_S", _login_lockout_s)):
+    if _value < 1:
+        raise ImproperlyConfigured(f"{_name}={_value} is too small (at least 1)")
+AXES_COOLOFF_TIME = timedelta(seconds=_login_lockout_s)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner in every process's log
 
 
 def _trusted_proxy_networks(raw: list[str]):
@@ -384,6 +415,36 @@ if TRUST_X_FORWARDED_PROTO:
 # The site is served over HTTPS: session and CSRF cookies are sent over HTTPS only.
 HTTPS = env_bool("HTTPS", False)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+# Page scripts read the CSRF token from the page's <meta name="csrf-token">, forms
+# carry it in a field: no script needs the cookie.
+CSRF_COOKIE_HTTPONLY = True
+
+
+
+def _csp_hash(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+# Content-Security-Policy on every response (django-csp): scripts, styles, fonts and
+# images only from this site, no inline script, nothing framed, forms only posted here.
+# The one inline style allowed is the table-column alignment Markdown renders
+# (scoring.markdown lets only text-align through). The API docs pages are relaxed in
+# tarsy_scoring/urls.py where their bundles need it.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-hashes'"] + [_csp_hash(f"text-align:{side}") for side in ("left", "center", "right")],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 # Strict-Transport-Security max-age; 0 sends no header. Only sent on HTTPS requests.
 SECURE_HSTS_SECONDS = env_number("HSTS_SECONDS", 0, int)
 

@@ -14,6 +14,7 @@ import urllib.request
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.middleware.csrf import get_token
 from rest_framework.test import APIClient
 
@@ -58,6 +59,90 @@ def test_a_user_created_by_the_proxy_is_not_staff():
 def test_staff_reach_the_admin(client):
     client.force_login(get_user_model().objects.create_user("operator", is_staff=True))
     assert client.get("/admin/").status_code == 200
+
+
+# --- The dashboard's own sign-in and sign-out ----------------------------------------------------
+
+PASSWORD = "a-long-password-1"
+
+
+def sign_in(client, username: str, password: str = PASSWORD):
+    return client.post("/login/", {"username": username, "password": password, "next": "/"})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("is_staff", [False, True], ids=["viewer", "staff"])
+def test_log_out_ends_the_session_of_staff_and_non_staff_users(client, is_staff):
+    get_user_model().objects.create_user("someone", password=PASSWORD, is_staff=is_staff)
+    signed_in = sign_in(client, "someone")
+    assert signed_in.status_code == 302 and signed_in.url == "/"
+    assert client.get("/").status_code == 200 and client.get(SESSIONS_URL).status_code == 200
+
+    signed_out = client.post("/logout/")
+
+    assert signed_out.status_code == 302 and signed_out.url == "/login/"
+    assert client.get("/").url == "/login/?next=/"
+    assert client.get(SESSIONS_URL).status_code == 401
+
+
+@pytest.mark.django_db
+def test_the_dashboard_logs_out_on_its_own_page_not_the_admins(client):
+    client.force_login(get_user_model().objects.create_user("viewer"))
+
+    page = client.get("/").content.decode()
+
+    assert '<form method="post" action="/logout/"' in page and "/admin/logout/" not in page
+
+
+# --- Sign-in throttling (django-axes) --------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("login_url", ["/login/", "/admin/login/"])
+def test_repeated_failed_sign_ins_lock_that_name_out_until_reset(client, settings, login_url):
+    get_user_model().objects.create_user("operator", password=PASSWORD, is_staff=True)
+    get_user_model().objects.create_user("colleague", password=PASSWORD, is_staff=True)
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        wrong = client.post(login_url, {"username": "operator", "password": "guess"})
+        assert wrong.status_code == 200  # the form again, with its error
+    assert client.post(login_url, {"username": "operator", "password": "guess"}).status_code == 429
+
+    locked = client.post(login_url, {"username": "operator", "password": PASSWORD})
+
+    assert locked.status_code == 429
+    assert "_auth_user_id" not in client.session
+    # Only that name is locked out: the address is usually the proxy's, shared by everyone.
+    assert client.post(login_url, {"username": "colleague", "password": PASSWORD}).status_code == 302
+    client.logout()
+    call_command("axes_reset")
+    assert client.post(login_url, {"username": "operator", "password": PASSWORD}).status_code == 302
+
+
+# --- Browser-facing headers: the CSRF cookie, the Content-Security-Policy ---------------------------
+
+
+@pytest.mark.django_db
+def test_the_csrf_cookie_is_out_of_reach_of_scripts(client):
+    response = client.get("/login/")
+
+    assert response.cookies["csrftoken"]["httponly"] is True
+    # The pages' scripts read the token here instead (static/scoring/dashboard.js).
+    assert '<meta name="csrf-token" content="' in response.content.decode()
+
+
+def csp_directives(response) -> dict[str, list[str]]:
+    policy = response.headers["Content-Security-Policy"]
+    return {name: sources for name, *sources in (part.split() for part in policy.split(";"))}
+
+
+@pytest.mark.django_db
+def test_every_page_forbids_inline_and_foreign_scripts(client):
+    client.force_login(get_user_model().objects.create_superuser("operator", "o@example.com", PASSWORD))
+    session = make_session()
+    for page in ("/", f"/sessions/{session.session_id}/", "/login/", "/admin/", "/api/docs/", "/api/redoc/"):
+        directives = csp_directives(client.get(page))
+        assert directives["script-src"] == ["'self'"], page
+        assert directives["object-src"] == ["'none'"] and directives["frame-ancestors"] == ["'none'"], page
 
 
 # --- CSRF for cookie sessions, on every unsafe API method ------------------------------------------
@@ -131,3 +216,25 @@ def test_unauthenticated_callers_get_401_and_a_refused_websocket_handshake(start
     server = start_daphne()
     assert http("GET", server.http_url + SESSIONS_URL, {}) == 401
     assert asyncio.run(handshake_status(server.ws_url, {})) == 403
+
+
+@pytest.mark.processes
+def test_a_deactivated_proxy_user_is_refused_by_rest_and_websocket(start_daphne):
+    server = start_daphne()
+    get_user_model().objects.create_user("leaver", is_active=False)
+    headers = {"X-Forwarded-User": "leaver"}
+
+    assert http("GET", server.http_url + SESSIONS_URL, headers) == 403
+    assert http("GET", server.http_url + "/", headers) == 403
+    assert asyncio.run(handshake_status(server.ws_url, headers)) == 403
+    assert asyncio.run(handshake_status(server.ws_url, {"X-Forwarded-User": "stayer"})) == 101
+
+
+@pytest.mark.processes
+def test_daphne_drops_underscore_identity_headers_before_the_app(start_daphne):
+    # What the app refuses itself (tests/test_auth.py) daphne does not even pass on.
+    server = start_daphne()
+    for headers in ({"X_Forwarded_User": "admin"}, {"X_Forwarded_Email": "admin@example.com"}):
+        assert http("GET", server.http_url + SESSIONS_URL, headers) == 401, headers
+        assert asyncio.run(handshake_status(server.ws_url, headers)) == 403, headers
+    assert not get_user_model().objects.filter(username__startswith="admin").exists()

@@ -55,10 +55,10 @@ def test_the_page_script_gets_the_same_bands():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("url", [LIST_URL, "/sessions/7c9e6679-7425-40de-944b-e07fc1f90ae7/"])
-def test_pages_send_anonymous_visitors_to_the_admin_login(client, url):
+def test_pages_send_anonymous_visitors_to_the_dashboard_login(client, url):
     response = client.get(url)
     assert response.status_code == 302
-    assert response["Location"] == f"/admin/login/?next={url}"
+    assert response["Location"] == f"/login/?next={url}"
 
 
 def rows(page: str) -> list[str]:
