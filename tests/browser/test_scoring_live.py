@@ -112,12 +112,12 @@ def test_the_list_catches_up_on_what_it_missed_while_disconnected(live_site, sig
 
     page.route_web_socket("**/api/v1/ws", route)
     page.goto(live_site.url("/"))
-    page.wait_for_function("document.body.dataset.live === 'connected'")
+    page.wait_for_function("() => document.body.dataset.live === 'connected'")
     mark_document(page)
 
     connection["blocked"] = True
     connection["routes"][-1].close()
-    page.wait_for_function("document.body.dataset.live === 'reconnecting'")
+    page.wait_for_function("() => document.body.dataset.live === 'reconnecting'")
     score, _ = services.score_request(session_id=session.session_id, triggered_by="cli")
     wait_for(lambda: SessionScore.objects.get(pk=score.pk).status == "completed", what="the worker to score")
     badge = page.locator(f'[data-session-row="{session.session_id}"] .badge')
@@ -139,7 +139,7 @@ def test_a_page_opened_after_a_scoring_does_not_replay_it(live_site, signed_in, 
     wait_for(lambda: SessionScore.objects.get(pk=first.pk).status == "completed", what="the worker to score")
     page = signed_in()
     page.goto(live_site.url(f"/sessions/{session.session_id}/"))
-    page.wait_for_function("document.body.dataset.live === 'connected'")
+    page.wait_for_function("() => document.body.dataset.live === 'connected'")
     mark_document(page)
 
     # A live scoring after the replay: once its end is shown, the replay was handled too.

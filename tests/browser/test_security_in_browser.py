@@ -99,6 +99,7 @@ def test_the_pages_the_admin_and_the_api_docs_run_under_the_policy(live_site, ch
         ("/admin/scoring/alertsession/", "#result_list"),
         (f"/admin/scoring/sessionscore/{score.score_id}/change/", ".field-score .badge"),
         ("/api/docs/", ".swagger-ui .info .title"),
+        ("/api/v1/sessions/", ".response-info"),  # the browsable API
     ]:
         page.goto(live_site.url(path))
         expect(page.locator(ready).first).to_be_visible()
@@ -113,6 +114,6 @@ def test_the_redoc_page_runs_and_only_its_foreign_logo_is_blocked(live_site, chr
     expect(page.get_by_text("/api/v1/sessions/").first).to_be_attached()
     # Redoc always shows its maker's logo from their CDN; the policy keeps pages from
     # calling other sites, so that image is the one thing blocked.
-    page.wait_for_function("window.__cspViolations.length > 0")
+    page.wait_for_function("() => window.__cspViolations.length > 0")
     assert problems(page)
     assert all("https://cdn.redoc.ly/redoc/logo-mini.svg" in problem for problem in problems(page))

@@ -7,6 +7,10 @@ cluster and the fake judge LLM, all on the test database.
         page = signed_in()               # a logged-in page, 1280 px wide
         page.goto(live_site.url("/"))
 
+The pages carry a Content-Security-Policy without 'unsafe-eval': give
+``page.wait_for_function`` a function (``"() => ..."``), since an expression is
+evaluated with eval in the page, which the policy refuses.
+
 Playwright's own browser download is not used (``playwright install`` needs
 the internet): install the browser with ``apt-get install -y chromium``.
 Without it these tests fail, saying so; they never skip.
