@@ -237,6 +237,10 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "scoring.api.errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "tarsy_scoring.csp.BrowsableAPIRenderer",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "tarsy-scoring API",
@@ -428,8 +432,8 @@ def _csp_hash(source: str) -> str:
 # Content-Security-Policy on every response (django-csp): scripts, styles, fonts and
 # images only from this site, no inline script, nothing framed, forms only posted here.
 # The one inline style allowed is the table-column alignment Markdown renders
-# (scoring.markdown lets only text-align through). The API docs pages are relaxed in
-# tarsy_scoring/urls.py where their bundles need it.
+# (scoring.markdown lets only text-align through). Pages made by third-party templates
+# get inline styles too (tarsy_scoring/csp.py).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],

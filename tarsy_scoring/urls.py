@@ -1,31 +1,37 @@
-from csp.decorators import csp_replace
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
 from scoring import views_health
+from tarsy_scoring.csp import third_party_page
 
-# Swagger UI and Redoc set inline styles as they render, and Redoc parses the
-# schema in a Web Worker made from a blob: URL; their scripts still come only
-# from this site (Swagger UI's start script too: the split view serves it as a file).
-DOCS_PAGE_CSP = {
-    "style-src": ["'self'", "'unsafe-inline'"],
-    "style-src-attr": ["'unsafe-inline'"],
-    "worker-src": ["'self'", "blob:"],
-}
+# DRF's sign-in pages for the browsable API (rest_framework.urls, with the relaxed policy).
+browsable_api_auth = (
+    [
+        path(
+            "login/",
+            third_party_page(auth_views.LoginView.as_view(template_name="rest_framework/login.html")),
+            name="login",
+        ),
+        path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    ],
+    "rest_framework",
+)
 
 urlpatterns = [
     path("", include("scoring.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scoring.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # The split view serves Swagger UI's start script as a file, not inline.
     path(
         "api/docs/",
-        csp_replace(DOCS_PAGE_CSP)(SpectacularSwaggerSplitView.as_view(url_name="schema")),
+        third_party_page(SpectacularSwaggerSplitView.as_view(url_name="schema")),
         name="swagger-ui",
     ),
-    path("api/redoc/", csp_replace(DOCS_PAGE_CSP)(SpectacularRedocView.as_view(url_name="schema")), name="redoc"),
-    path("api-auth/", include("rest_framework.urls")),
+    path("api/redoc/", third_party_page(SpectacularRedocView.as_view(url_name="schema")), name="redoc"),
+    path("api-auth/", include(browsable_api_auth)),
     path("healthz", views_health.healthz, name="healthz"),
     path("readyz", views_health.readyz, name="readyz"),
     path("metrics", views_health.metrics_view, name="metrics"),

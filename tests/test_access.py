@@ -139,7 +139,7 @@ def csp_directives(response) -> dict[str, list[str]]:
 def test_every_page_forbids_inline_and_foreign_scripts(client):
     client.force_login(get_user_model().objects.create_superuser("operator", "o@example.com", PASSWORD))
     session = make_session()
-    for page in ("/", f"/sessions/{session.session_id}/", "/login/", "/admin/", "/api/docs/", "/api/redoc/"):
+    for page in ("/", f"/sessions/{session.session_id}/", "/login/", "/admin/", "/api/docs/", "/api/redoc/", "/api-auth/login/"):
         directives = csp_directives(client.get(page))
         assert directives["script-src"] == ["'self'"], page
         assert directives["object-src"] == ["'none'"] and directives["frame-ancestors"] == ["'none'"], page

@@ -20,7 +20,9 @@ PASSWORD = "a-long-password-1"
 RECORD_VIOLATIONS_SCRIPT = """
 window.__cspViolations = [];
 document.addEventListener("securitypolicyviolation", (event) => {
-  window.__cspViolations.push(event.violatedDirective + " blocked " + (event.blockedURI || "inline"));
+  window.__cspViolations.push(
+    `${event.violatedDirective} blocked ${event.blockedURI || "inline"} at ${event.sourceFile}:${event.lineNumber} ${event.sample}`
+  );
 });
 """
 
@@ -100,6 +102,7 @@ def test_the_pages_the_admin_and_the_api_docs_run_under_the_policy(live_site, ch
         (f"/admin/scoring/sessionscore/{score.score_id}/change/", ".field-score .badge"),
         ("/api/docs/", ".swagger-ui .info .title"),
         ("/api/v1/sessions/", ".response-info"),  # the browsable API
+        ("/api-auth/login/", "#id_username"),  # and its sign-in page
     ]:
         page.goto(live_site.url(path))
         expect(page.locator(ready).first).to_be_visible()
