@@ -168,16 +168,17 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "/admin/login/"
 
 
-def _trusted_proxy_networks(raw: list[str]):
+def env_networks(name: str, default: str):
+    """A comma-separated list of addresses or CIDR ranges."""
     try:
-        return [ipaddress.ip_network(item, strict=False) for item in raw]
+        return [ipaddress.ip_network(item, strict=False) for item in env_list(name, default)]
     except ValueError as exc:
-        raise ImproperlyConfigured(f"TRUSTED_PROXY_IPS: {exc}") from exc
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
 # Addresses (or CIDR ranges) of the oauth2-proxy in front of us. Only requests
 # from these may name their user in X-Forwarded-User / X-Forwarded-Email.
-TRUSTED_PROXY_IPS = _trusted_proxy_networks(env_list("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128"))
+TRUSTED_PROXY_IPS = env_networks("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128")
 
 # --- Internationalisation, static files --------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -397,8 +398,10 @@ if not DEBUG and any(network.prefixlen == 0 for network in TRUSTED_PROXY_IPS):
 READINESS_CHECK_TIMEOUT_S = env_number("READINESS_CHECK_TIMEOUT_S", 2.0)
 # /readyz fails when no worker cluster has reported for this long; 0 skips that check.
 WORKER_HEARTBEAT_MAX_AGE_S = env_number("WORKER_HEARTBEAT_MAX_AGE_S", 60.0)
-# Set: /metrics requires "Authorization: Bearer <METRICS_TOKEN>".
+# Set: /metrics requires "Authorization: Bearer <METRICS_TOKEN>". Unset: /metrics answers
+# only loopback, TRUSTED_PROXY_IPS and these addresses or ranges (the Prometheus scrapers).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", "")
 # prometheus_client reads PROMETHEUS_MULTIPROC_DIR itself; a missing folder would
 # only fail at the first scrape, so say so at start.
 _multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
