@@ -16,6 +16,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from tarsy_scoring.private_files import read_or_create
+
 # litellm fetches its model cost map from the internet when imported unless told
 # otherwise; every process that may import it inherits this.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -57,12 +59,7 @@ def _secret_key() -> str:
     """
     if os.environ.get("SECRET_KEY"):
         return os.environ["SECRET_KEY"]
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
+    return read_or_create(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))[0]
 
 
 SECRET_KEY = _secret_key()
