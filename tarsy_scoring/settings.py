@@ -327,6 +327,7 @@ LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").lower()
 if LOG_FORMAT not in {"text", "json"}:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a log format (use text or json)")
+LOGGING_CONFIG = "scoring.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
