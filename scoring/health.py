@@ -122,7 +122,9 @@ def check_worker() -> str:
     if latest is None:
         raise CheckFailed("no worker cluster has ever reported: start one with `manage.py scoring_worker`")
     age_s = (now_us - latest.last_seen_us) / 1_000_000
-    raise CheckFailed(f"no worker cluster reported within {max_age_s:g} s; the last report was {age_s:.0f} s ago")
+    raise CheckFailed(
+        f"no worker cluster reported within {max_age_s:g} s; the last report was {age_s:.0f} s ago"
+    )
 
 
 def check_tarsy_sync() -> str:
@@ -134,7 +136,8 @@ def check_tarsy_sync() -> str:
     row = TarsySync.objects.filter(source=settings.TARSY_URL).first()
     now_us = _now_us()
     # The error names TARSy's URL: the worker's log has it, not this answer.
-    last_error = "; the latest sync failed (the worker log says why)" if row is not None and row.last_error else ""
+    failed = row is not None and row.last_error
+    last_error = "; the latest sync failed (the worker log says why)" if failed else ""
     if row is None or row.last_success_at_us is None:
         detail = f"no successful sync yet{last_error}"
         lag_s = None

@@ -99,7 +99,8 @@ class PlainFormatter(logging.Formatter):
         line = super().formatMessage(record)
         fields = getattr(record, "context", {})
         if fields:
-            line += " [" + " ".join(f"{key}={escape_controls(str(value))}" for key, value in fields.items()) + "]"
+            pairs = (f"{key}={escape_controls(str(value))}" for key, value in fields.items())
+            line += " [" + " ".join(pairs) + "]"
         return line
 
 

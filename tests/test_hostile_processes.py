@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 from asgiref.sync import async_to_sync
 
-from tests.support.servers import EventClient, RECEIVE_TIMEOUT_S
+from tests.support.servers import RECEIVE_TIMEOUT_S, EventClient
 from tests.support.workers import WORKER_READY_PATTERN
 
 LIMIT = 64 * 1024
@@ -95,7 +95,10 @@ def test_invented_method_tokens_do_not_reach_the_metrics(start_daphne):
     server = start_daphne()
     invented = [f"M{index}" + "X" * 8000 for index in range(5)]
     for method in invented:
-        http_exchange(server.port, f"{method} /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        http_exchange(
+            server.port,
+            f"{method} /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode(),
+        )
 
     with urllib.request.urlopen(f"{server.http_url}/metrics", timeout=RECEIVE_TIMEOUT_S) as response:
         exposition = response.read().decode()
@@ -111,7 +114,9 @@ def test_invented_method_tokens_do_not_reach_the_metrics(start_daphne):
         ('{"action": "ping", "deep": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested too deeply"),
     ],
 )
-def test_a_malformed_websocket_message_gets_an_error_and_the_connection_stays(start_daphne, message, error_says):
+def test_a_malformed_websocket_message_gets_an_error_and_the_connection_stays(
+    start_daphne, message, error_says
+):
     server = start_daphne()
 
     async def scenario():
@@ -136,7 +141,10 @@ def test_with_log_format_json_every_line_of_the_web_and_worker_processes_is_json
         except urllib.error.HTTPError:
             pass
     http_exchange(
-        server.port, post_head("/api/v1/sessions/", "Transfer-Encoding: chunked\r\n"), session_chunks(2 * LIMIT), True
+        server.port,
+        post_head("/api/v1/sessions/", "Transfer-Encoding: chunked\r\n"),
+        session_chunks(2 * LIMIT),
+        True,
     )
 
     async def websocket_visit():
