@@ -113,9 +113,19 @@ class RecentIds:
         return event_id in self.ids
 
 
+def shown(value) -> str:
+    """A client's value in an error message: a string (cut short) or None as such, else its type
+    (a list would not hash as a handler key, a deeply nested one would not even print)."""
+    if value is None or isinstance(value, str):
+        return repr(value)[:100]
+    return f"of type {type(value).__name__}"
+
+
 def channel_of(content: dict) -> str:
     if "channel" not in content:
         raise ProtocolError("missing field 'channel'")
+    if not isinstance(content["channel"], str):
+        raise ProtocolError(f"'channel' must be a string, not {type(content['channel']).__name__}")
     try:
         return events.parse_channel(content["channel"])
     except events.InvalidChannel as exc:
@@ -182,6 +192,9 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         except (TypeError, ValueError):
             await self.send_error("message is not valid JSON")
             return
+        except RecursionError:
+            await self.send_error("message is nested too deeply")
+            return
         await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs):
@@ -192,8 +205,8 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             "ping": self.ping,
         }
         action = content.get("action") if isinstance(content, dict) else None
-        if action not in handlers:
-            await self.send_error(f"unknown action {action!r}: use one of {sorted(handlers)}")
+        if not isinstance(action, str) or action not in handlers:
+            await self.send_error(f"unknown action {shown(action)}: use one of {sorted(handlers)}")
             return
         try:
             await handlers[action](content)

@@ -2,7 +2,9 @@
 
 ``readiness()`` runs every check at once, each in its own thread and bounded
 by ``READINESS_CHECK_TIMEOUT_S``, and returns whether all passed plus a detail
-per check. The details name dependencies and their state, never data.
+per check. The details say what failed, never where: /readyz answers anyone, so
+no host, address, process id, URL or exception text (which often holds an
+address) goes into a detail; the process log has the full error.
 
 Each worker cluster calls ``record_worker_heartbeat`` from its main loop;
 the ``worker`` check passes when some cluster did so within
@@ -81,7 +83,8 @@ def _ping_redis(url: str) -> None:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise CheckFailed(f"Redis does not answer: {exc}") from exc
+        logger.warning("readiness: Redis does not answer: %s", exc)
+        raise CheckFailed(f"Redis does not answer ({type(exc).__name__})") from exc
     finally:
         client.close()
 
@@ -119,7 +122,9 @@ def check_worker() -> str:
     if latest is None:
         raise CheckFailed("no worker cluster has ever reported: start one with `manage.py scoring_worker`")
     age_s = (now_us - latest.last_seen_us) / 1_000_000
-    raise CheckFailed(f"no worker cluster reported within {max_age_s:g} s; last: {latest}, {age_s:.0f} s ago")
+    raise CheckFailed(
+        f"no worker cluster reported within {max_age_s:g} s; the last report was {age_s:.0f} s ago"
+    )
 
 
 def check_tarsy_sync() -> str:
@@ -128,16 +133,17 @@ def check_tarsy_sync() -> str:
     Fails only past TARSY_SYNC_MAX_LAG_S (0: never); TARSy being away stops new
     sessions from arriving, not the scoring of those already here.
     """
-    source = settings.TARSY_URL
-    row = TarsySync.objects.filter(source=source).first()
+    row = TarsySync.objects.filter(source=settings.TARSY_URL).first()
     now_us = _now_us()
-    last_error = f"; last error: {row.last_error}" if row is not None and row.last_error else ""
+    # The error names TARSy's URL: the worker's log has it, not this answer.
+    failed = row is not None and row.last_error
+    last_error = "; the latest sync failed (the worker log says why)" if failed else ""
     if row is None or row.last_success_at_us is None:
-        detail = f"no successful sync from {source} yet{last_error}"
+        detail = f"no successful sync yet{last_error}"
         lag_s = None
     else:
         lag_s = (now_us - row.last_success_at_us) / 1_000_000
-        detail = f"last successful sync from {source} started {lag_s:.0f} s ago{last_error}"
+        detail = f"last successful sync started {lag_s:.0f} s ago{last_error}"
     max_lag_s = settings.TARSY_SYNC_MAX_LAG_S
     if max_lag_s > 0 and (lag_s is None or lag_s > max_lag_s):
         raise CheckFailed(f"{detail} (TARSY_SYNC_MAX_LAG_S={max_lag_s:g})")
@@ -163,10 +169,12 @@ def configured_checks() -> dict[str, Callable[[], str]]:
 def _run_check(check: Callable[[], str]) -> CheckResult:
     try:
         return CheckResult(True, check())
+    except CheckFailed as exc:
+        return CheckResult(False, str(exc))
     except Exception as exc:  # any failure of a dependency is the answer, not an error
-        return CheckResult(
-            False, str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}"
-        )
+        # Its text may name a host or an address: only the exception's class is answered.
+        logger.warning("readiness check %s failed", check.__name__, exc_info=True)
+        return CheckResult(False, f"{type(exc).__name__} (the process log has the details)")
     finally:
         # The check ran in a pool thread: its database connection goes with it.
         connections.close_all()

@@ -7,7 +7,10 @@ the handler, copies the fields onto every record, and both formatters print
 them:
 
 * ``PlainFormatter`` (the default, ``LOG_FORMAT=text``): the usual line, then
-  the context fields, ``[score_id=… session_id=…]``;
+  the context fields, ``[score_id=… session_id=…]``. Line breaks and other
+  control characters in the message (its arguments included: a judge's reply,
+  a client's path) and in the fields are written as escapes (``\n``,
+  ``\x1b``), so that no text can pass for a record of its own;
 * ``JsonFormatter`` (``LOG_FORMAT=json``): one JSON object per line, with
   ``timestamp``, ``level``, ``logger``, ``message``, the context fields, the
   ``extra=`` fields of the call, and ``exception`` when there is one.
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.config
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -32,6 +37,13 @@ _context: ContextVar[Mapping[str, object]] = ContextVar("log_context", default=M
 # Attributes every LogRecord has; anything else on a record came from the
 # context or from ``extra=``.
 _RECORD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "context"}
+
+
+def configure(config: dict) -> None:
+    """Django's LOGGING_CONFIG: ``config``, and Python's warnings as log records (py.warnings),
+    so that they too are lines of LOG_FORMAT rather than raw text on stderr."""
+    logging.config.dictConfig(config)
+    logging.captureWarnings(True)
 
 
 @contextmanager
@@ -65,6 +77,16 @@ def _fields(record: logging.LogRecord) -> dict[str, object]:
     return fields
 
 
+# C0 and C1 control characters (line feed, carriage return, escape...) and
+# Unicode's line and paragraph separators.
+_CONTROL_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` on one line: each control character as its Python escape."""
+    return _CONTROL_CHARACTERS.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+
+
 class PlainFormatter(logging.Formatter):
     """``2026-01-01 10:00:00,000 INFO scoring.llm message [score_id=… session_id=…]``."""
 
@@ -72,11 +94,17 @@ class PlainFormatter(logging.Formatter):
         super().__init__(fmt, **kwargs)
 
     def formatMessage(self, record: logging.LogRecord) -> str:
+        # format() sets record.message anew for each formatter: escaping it here changes no other output.
+        record.message = escape_controls(record.message)
         line = super().formatMessage(record)
         fields = getattr(record, "context", {})
         if fields:
-            line += " [" + " ".join(f"{key}={value}" for key, value in fields.items()) + "]"
+            pairs = (f"{key}={escape_controls(str(value))}" for key, value in fields.items())
+            line += " [" + " ".join(pairs) + "]"
         return line
+
+
+_JSON_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class JsonFormatter(logging.Formatter):
@@ -96,4 +124,6 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
         # default=str: a UUID, a Decimal or a datetime in the context is written as text.
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        line = json.dumps(entry, default=str, ensure_ascii=False)
+        # JSON escapes C0 controls itself; these other line breaks it may write raw.
+        return line.translate(_JSON_LINE_BREAKS)

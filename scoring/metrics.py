@@ -80,6 +80,18 @@ def observe_llm_call(seconds: float, outcome: str) -> None:
     LLM_CALL_DURATION.labels(outcome).observe(seconds)
 
 
+# Every label value comes from a fixed set, never from what a client sends: a
+# label value is a time series kept for the life of the process, so a client
+# choosing them could grow /metrics and the process without bound. Daphne
+# passes any method token (up to ~16 KB) through; the others count as "other".
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
+OTHER_METHOD = "other"
+
+
+def _method(request) -> str:
+    return request.method if request.method in KNOWN_METHODS else OTHER_METHOD
+
+
 def _route(request) -> str:
     match = getattr(request, "resolver_match", None)
     if match is None:
@@ -114,9 +126,10 @@ class RequestMetricsMiddleware:
 
     @staticmethod
     def _observe(request, response, started: float) -> None:
-        route = _route(request)
-        HTTP_REQUESTS.labels(route, request.method, f"{response.status_code // 100}xx").inc()
-        HTTP_REQUEST_DURATION.labels(route, request.method).observe(time.perf_counter() - started)
+        # The route is a URL pattern's name (or "unmatched"), the status class one of 1xx-5xx.
+        route, method = _route(request), _method(request)
+        HTTP_REQUESTS.labels(route, method, f"{response.status_code // 100}xx").inc()
+        HTTP_REQUEST_DURATION.labels(route, method).observe(time.perf_counter() - started)
 
 
 # --- Read from the database at scrape time ------------------------------------------------------

@@ -2,10 +2,13 @@
 
 None needs a login (a load balancer or Prometheus calls them); they reveal the
 state of dependencies and aggregate numbers, never sessions or scores.
-/metrics asks for ``Authorization: Bearer <METRICS_TOKEN>`` when that is set.
+/metrics names the judge model, its cost and the worker hosts, so it answers
+only ``Authorization: Bearer <METRICS_TOKEN>`` when that is set, and otherwise
+only loopback, ``TRUSTED_PROXY_IPS`` and ``METRICS_ALLOWED_IPS`` (403 to others).
 """
 
 import hmac
+import ipaddress
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -32,6 +35,16 @@ async def readyz(request):
     )
 
 
+def may_scrape_without_token(remote_addr: str | None) -> bool:
+    try:
+        address = ipaddress.ip_address(remote_addr or "")
+    except ValueError:
+        return False
+    return address.is_loopback or any(
+        address in network for network in (*settings.TRUSTED_PROXY_IPS, *settings.METRICS_ALLOWED_IPS)
+    )
+
+
 @never_cache
 @require_GET
 def metrics_view(request):
@@ -43,5 +56,13 @@ def metrics_view(request):
         )
         response["WWW-Authenticate"] = "Bearer"
         return response
+    if not token and not may_scrape_without_token(request.META.get("REMOTE_ADDR")):
+        return JsonResponse(
+            {
+                "detail": "/metrics answers only loopback, TRUSTED_PROXY_IPS and METRICS_ALLOWED_IPS "
+                "(or set METRICS_TOKEN)"
+            },
+            status=403,
+        )
     body, content_type = metrics.exposition()
     return HttpResponse(body, content_type=content_type)

@@ -1,6 +1,8 @@
 """One ASGI application for HTTP and WebSocket traffic."""
 
+import logging
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -11,13 +13,43 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from scoring.request_limits import RequestBodyLimit  # noqa: E402
 from scoring.routing import websocket_urlpatterns  # noqa: E402
 
 # The consumer checks Origin and authentication itself, so that a refusal
 # closes with a documented code (docs/websocket.md).
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": RequestBodyLimit(django_asgi_app),
         "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
     }
 )
+
+
+def _log_daphne_access_lines():
+    """daphne's command line writes its access lines to stdout itself, never as
+    JSON. It builds its access logger after loading this module: give it one that
+    makes log records of logger ``daphne.access``, formatted like every other line
+    (LOG_FORMAT, control characters escaped in text)."""
+    cli = sys.modules.get("daphne.cli")
+    if cli is None:  # not served by daphne's command line
+        return
+    from daphne.access import AccessLogGenerator
+
+    access_logger = logging.getLogger("daphne.access")
+
+    class LoggedAccessLog(AccessLogGenerator):
+        def write_entry(self, host, date, request, status=None, length=None, ident=None, user=None):
+            access_logger.info(
+                '%s "%s" %s %s',
+                host,
+                request,
+                status or "-",
+                length or "-",
+                extra={"client": host, "request": request, "status": status, "size": length},
+            )
+
+    cli.AccessLogGenerator = LoggedAccessLog
+
+
+_log_daphne_access_lines()

@@ -19,6 +19,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from tarsy_scoring.private_files import read_or_create
+
 # litellm fetches its model cost map from the internet when imported unless told
 # otherwise; every process that may import it inherits this.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -60,12 +62,7 @@ def _secret_key() -> str:
     """
     if os.environ.get("SECRET_KEY"):
         return os.environ["SECRET_KEY"]
-    key_file = VAR_DIR / "secret_key"
-    if not key_file.exists():
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
-        key_file.write_text(secrets.token_urlsafe(50))
-        key_file.chmod(0o600)
-    return key_file.read_text().strip()
+    return read_or_create(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))[0]
 
 
 SECRET_KEY = _secret_key()
@@ -199,16 +196,17 @@ AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no banner in every process's log
 
 
-def _trusted_proxy_networks(raw: list[str]):
+def env_networks(name: str, default: str):
+    """A comma-separated list of addresses or CIDR ranges."""
     try:
-        return [ipaddress.ip_network(item, strict=False) for item in raw]
+        return [ipaddress.ip_network(item, strict=False) for item in env_list(name, default)]
     except ValueError as exc:
-        raise ImproperlyConfigured(f"TRUSTED_PROXY_IPS: {exc}") from exc
+        raise ImproperlyConfigured(f"{name}: {exc}") from exc
 
 
 # Addresses (or CIDR ranges) of the oauth2-proxy in front of us. Only requests
 # from these may name their user in X-Forwarded-User / X-Forwarded-Email.
-TRUSTED_PROXY_IPS = _trusted_proxy_networks(env_list("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128"))
+TRUSTED_PROXY_IPS = env_networks("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128")
 
 # --- Internationalisation, static files --------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -364,6 +362,7 @@ LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").lower()
 if LOG_FORMAT not in {"text", "json"}:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a log format (use text or json)")
+LOGGING_CONFIG = "scoring.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -462,8 +461,10 @@ if not DEBUG and any(network.prefixlen == 0 for network in TRUSTED_PROXY_IPS):
 READINESS_CHECK_TIMEOUT_S = env_number("READINESS_CHECK_TIMEOUT_S", 2.0)
 # /readyz fails when no worker cluster has reported for this long; 0 skips that check.
 WORKER_HEARTBEAT_MAX_AGE_S = env_number("WORKER_HEARTBEAT_MAX_AGE_S", 60.0)
-# Set: /metrics requires "Authorization: Bearer <METRICS_TOKEN>".
+# Set: /metrics requires "Authorization: Bearer <METRICS_TOKEN>". Unset: /metrics answers
+# only loopback, TRUSTED_PROXY_IPS and these addresses or ranges (the Prometheus scrapers).
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", "")
 # prometheus_client reads PROMETHEUS_MULTIPROC_DIR itself; a missing folder would
 # only fail at the first scrape, so say so at start.
 _multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")

@@ -61,8 +61,8 @@ def test_readyz_fails_when_the_last_heartbeat_is_stale(client, transactional_db)
     assert body["checks"]["database"]["status"] == "ok"
     worker = body["checks"]["worker"]
     assert worker["status"] == "failed"
-    assert "no worker cluster reported within 60 s" in worker["detail"]
-    assert "last: tarsy-scoring on worker-host (pid 4242), 120 s ago" in worker["detail"]
+    # What failed, not where: /readyz answers anyone.
+    assert worker["detail"] == "no worker cluster reported within 60 s; the last report was 120 s ago"
 
 
 def test_readyz_fails_when_no_worker_ever_reported(client, transactional_db):
@@ -112,8 +112,8 @@ def test_redis_checks_fail_when_nothing_listens(client, transactional_db, settin
     assert response.status_code == 503
     checks = response.json()["checks"]
     for name in ("broker", "channel_layer"):
-        assert checks[name]["status"] == "failed"
-        assert checks[name]["detail"].startswith("Redis does not answer: ")
+        assert checks[name] == {"status": "failed", "detail": "Redis does not answer (ConnectionError)"}
+    assert "127.0.0.1" not in response.content.decode()
     assert checks["database"]["status"] == checks["worker"]["status"] == "ok"
 
 
@@ -135,7 +135,10 @@ def test_a_check_that_hangs_is_reported_after_the_timeout(transactional_db, sett
 
 @pytest.mark.parametrize(
     ("pool_max_size", "detail"),
-    [("10", "no database connection within 1.6 s"), ("0", "OperationalError: ")],  # pooled, or not
+    [
+        ("10", "no database connection within 1.6 s"),
+        ("0", "OperationalError (the process log has the details)"),
+    ],  # pooled, or not
 )
 def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne, pool_max_size, detail):
     """A web process pointed at a PostgreSQL that does not run: alive, not ready."""
@@ -153,6 +156,9 @@ def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne, 
     assert checks["database"]["status"] == "failed"
     assert checks["database"]["detail"].startswith(detail)
     assert checks["channel_layer"]["status"] == "ok"
+    # The exception's text names the database's address: the process log has it, the answer not.
+    assert "127.0.0.1" not in json.dumps(checks)
+    assert "127.0.0.1" in server.log.read_text()
 
 
 def test_heartbeat_keeps_one_row_per_cluster_process_and_prunes_old_ones(transactional_db):

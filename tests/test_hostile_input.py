@@ -6,6 +6,7 @@ and the ASGI (daphne's) paths; malformed bodies, ids and query values get
 tests/api/test_sessions.py and tests/test_ingest.py.)
 """
 
+import asyncio
 import json
 
 import pytest
@@ -72,6 +73,61 @@ def test_the_limit_holds_on_the_asgi_path_too(small_limit):
 def test_an_oversized_body_is_refused_before_authentication(small_limit):
     response = APIClient().post(SESSIONS_URL, oversized_session(), content_type="application/json")
     assert response.status_code == 413
+
+
+def call_asgi(headers: list[tuple[bytes, bytes]], chunks: list[bytes]) -> tuple[list[dict], int]:
+    """Run one POST through the service's ASGI application; return what it sent
+    and how many body messages it asked for."""
+    from tarsy_scoring.asgi import application
+
+    asked = 0
+    sent = []
+
+    async def receive():
+        nonlocal asked
+        if asked < len(chunks):
+            asked += 1
+            return {"type": "http.request", "body": chunks[asked - 1], "more_body": asked < len(chunks)}
+        await asyncio.Event().wait()  # nothing more: the client waits for the answer
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": SESSIONS_URL,
+        "raw_path": SESSIONS_URL.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"localhost"), (b"x-forwarded-user", b"alice"), *headers],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "scheme": "http",
+    }
+    async_to_sync(application)(scope, receive, send)
+    return sent, asked
+
+
+def test_a_chunked_body_gets_413_as_soon_as_it_passes_the_limit_and_is_read_no_further(small_limit):
+    chunks = [b"x" * 1024] * 100  # 100 KiB, no Content-Length
+
+    sent, asked = call_asgi([(b"transfer-encoding", b"chunked")], chunks)
+
+    assert asked == LIMIT // 1024 + 1  # the chunk that passed the limit was the last one read
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["detail"] == (
+        f"request body is larger than the limit of {LIMIT} bytes (MAX_REQUEST_BODY_BYTES)"
+    )
+    assert len(sent) == 2  # Django answered nothing more
+    assert not AlertSession.objects.exists()
+
+
+def test_a_declared_length_over_the_limit_gets_413_before_any_body_is_read(small_limit):
+    sent, asked = call_asgi([(b"content-length", str(LIMIT + 1).encode())], [b"x" * (LIMIT + 1)])
+
+    assert asked == 0
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"])["detail"].startswith(f"request body of {LIMIT + 1} bytes")
 
 
 @pytest.mark.parametrize(

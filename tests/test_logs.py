@@ -92,6 +92,35 @@ def test_plain_lines_end_with_the_context(capture):
     assert second.endswith("INFO tests.logs no context")
 
 
+def test_plain_lines_escape_line_breaks_and_control_characters_of_untrusted_text(capture):
+    """A judge's reply (which a session can steer) cannot forge a record of its own."""
+    logger, attach = capture
+    stream = attach(PlainFormatter())
+    reply = "fine\n2026-01-01 10:00:00,000 ERROR scoring.services forged\r\x1b[2K\u2028end"
+
+    with log_context(session_id="s\n1"):
+        logger.debug("judge replied: %s", reply)
+        logger.info("a literal\nmessage")
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    assert lines[0].endswith(
+        "DEBUG tests.logs judge replied: fine\\n2026-01-01 10:00:00,000 ERROR scoring.services forged"
+        "\\r\\x1b[2K\\u2028end [session_id=s\\n1]"
+    )
+    assert lines[1].endswith("INFO tests.logs a literal\\nmessage [session_id=s\\n1]")
+
+
+def test_json_lines_keep_untrusted_text_whole_on_one_line(capture):
+    logger, attach = capture
+    stream = attach(JsonFormatter())
+
+    logger.debug("judge replied: %s", "fine\nforged\u2028line\x85end")
+
+    (entry,) = json_lines(stream)  # one line, also for readers that break lines at U+2028 or NEL
+    assert entry["message"] == "judge replied: fine\nforged\u2028line\x85end"
+
+
 def test_concurrent_tasks_keep_their_own_context(capture):
     logger, attach = capture
     stream = attach(JsonFormatter())

@@ -1,5 +1,6 @@
 """/metrics: the Prometheus exposition, its numbers checked against the database."""
 
+import ipaddress
 import re
 import socket
 import subprocess
@@ -236,6 +237,59 @@ def test_requests_are_counted_by_route_method_and_status_class():
         )
         >= 1
     )
+
+
+def test_unknown_methods_share_one_label_so_clients_cannot_grow_the_metrics():
+    """Each distinct label value is a series kept for the process's life: a client
+    sending made-up method tokens must not add one each."""
+    client = Client(headers={"X-Forwarded-User": "alice"})
+    other = {"route": "unmatched", "method": "other", "status_class": "4xx"}
+    before = scrape().get(("tarsy_scoring_http_requests_total", frozenset(other.items())), 0)
+    invented = [f"M{index}{'X' * 1000}" for index in range(20)]
+    for method in invented:
+        client.generic(method, "/no/such/page")
+
+    response = Client().get("/metrics")
+    samples = scrape()
+
+    assert value(samples, "tarsy_scoring_http_requests_total", **other) == before + 20
+    assert not any(method in response.content.decode() for method in invented)
+    methods = {dict(labels)["method"] for name, labels in samples if "method" in dict(labels)}
+    known = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+    assert methods <= known | {"other"}
+
+
+@pytest.mark.parametrize(
+    ("remote_addr", "allowed_ips", "status"),
+    [
+        ("127.0.0.1", "", 200),
+        ("::1", "", 200),
+        ("10.0.12.7", "", 200),  # TRUSTED_PROXY_IPS below
+        ("203.0.113.9", "", 403),
+        ("203.0.113.9", "203.0.113.0/24", 200),
+        ("198.51.100.1", "203.0.113.0/24", 403),
+    ],
+)
+def test_without_a_token_metrics_answer_only_loopback_proxies_and_scrapers(
+    settings, remote_addr, allowed_ips, status
+):
+    settings.TRUSTED_PROXY_IPS = [ipaddress.ip_network("10.0.12.0/24")]
+    settings.METRICS_ALLOWED_IPS = [ipaddress.ip_network(item) for item in allowed_ips.split(",") if item]
+
+    response = Client(REMOTE_ADDR=remote_addr).get("/metrics")
+
+    assert response.status_code == status
+    if status == 403:
+        assert "METRICS_ALLOWED_IPS" in response.json()["detail"]
+        assert b"tarsy_scoring_" not in response.content
+
+
+def test_with_a_token_metrics_answer_any_address_that_has_it(settings):
+    settings.METRICS_TOKEN = "s3cret"
+
+    assert Client(REMOTE_ADDR="203.0.113.9").get("/metrics").status_code == 401
+    response = Client(REMOTE_ADDR="203.0.113.9").get("/metrics", headers={"Authorization": "Bearer s3cret"})
+    assert response.status_code == 200
 
 
 def test_metrics_token_is_required_when_set(settings):

@@ -179,6 +179,86 @@ def test_generated_secret_key_is_kept_private_and_reused(tmp_path):
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
 
 
+def test_generated_secret_key_is_never_readable_by_others_even_briefly(tmp_path):
+    """Every file in the var folder is watched at each audit event of the process
+    that creates the key (each open, chmod, link, rename...): none is ever seen
+    with permissions for the group or others, under the common umask 022."""
+    code = """
+        import os, stat, sys
+        var_dir = os.environ["TARSY_SCORING_VAR_DIR"]
+        seen, watching = {}, [False]
+
+        def watch(event, args):
+            if watching[0]:
+                return
+            watching[0] = True
+            try:
+                for entry in os.scandir(var_dir):
+                    seen.setdefault(entry.name, set()).add(stat.S_IMODE(entry.stat().st_mode))
+            except FileNotFoundError:
+                pass
+            finally:
+                watching[0] = False
+
+        os.umask(0o022)
+        sys.addaudithook(watch)
+        from django.conf import settings
+        settings.SECRET_KEY
+        watching[0] = True
+        import json
+        print(json.dumps({name: sorted(modes) for name, modes in seen.items()}))
+    """
+    var_dir = tmp_path / "var"
+    process = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        check=False,
+        cwd=REPO_DIR,
+        env={
+            "PATH": os.environ["PATH"],
+            "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings",
+            "TARSY_SCORING_VAR_DIR": str(var_dir),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process.returncode == 0, process.stderr
+    seen = json.loads(process.stdout)
+
+    assert seen.get("secret_key") == [0o600]
+    assert all(modes == [0o600] for modes in seen.values()), seen
+    assert os.listdir(var_dir) == ["secret_key"]  # no draft left behind
+
+
+def test_an_empty_secret_key_file_open_to_others_is_replaced_by_a_private_key(tmp_path):
+    key_file = tmp_path / "secret_key"
+    key_file.touch(mode=0o644)
+    key_file.chmod(0o644)
+
+    key = settings_values(tmp_path, "settings.SECRET_KEY")
+
+    assert len(key) >= 50 and key == key_file.read_text()
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+
+
+def test_processes_starting_at_once_agree_on_one_generated_key(tmp_path):
+    program = "from django.conf import settings; print(settings.SECRET_KEY)"
+    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings"}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", program],
+            cwd=REPO_DIR,
+            env={**env, "TARSY_SCORING_VAR_DIR": str(tmp_path)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    keys = {process.communicate(timeout=60)[0].strip() for process in processes}
+
+    assert keys == {(tmp_path / "secret_key").read_text()}
+
+
 def test_secret_key_from_the_environment_wins_and_writes_nothing(tmp_path):
     assert settings_values(tmp_path, "settings.SECRET_KEY", SECRET_KEY="from-env") == "from-env"
     assert not (tmp_path / "secret_key").exists()
@@ -187,7 +267,7 @@ def test_secret_key_from_the_environment_wins_and_writes_nothing(tmp_path):
 def test_readme_configuration_table_lists_every_variable_the_settings_read():
     source = (REPO_DIR / "tarsy_scoring" / "settings.py").read_text()
     read = set(re.findall(r'os\.environ(?:\.get|\.setdefault)?[(\[]\s*"([A-Z][A-Z0-9_]+)"', source))
-    read |= set(re.findall(r'env_(?:bool|number|list)\(\s*"([A-Z][A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'env_(?:bool|number|list|networks)\(\s*"([A-Z][A-Z0-9_]+)"', source))
     readme = (REPO_DIR / "README.md").read_text()
     documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", readme, flags=re.MULTILINE))
 

@@ -33,20 +33,22 @@ def test_readyz_reports_the_last_successful_sync_and_its_errors(client, transact
     settings.TARSY_URL = tarsy.url
     assert readyz_sync_check(client)[1] == {
         "status": "ok",
-        "detail": f"no successful sync from {tarsy.url} yet",
+        "detail": "no successful sync yet",
     }
 
     call_command("sync_sessions", tarsy.url)
     _, check = readyz_sync_check(client)
     assert check["status"] == "ok"
-    assert check["detail"].startswith(f"last successful sync from {tarsy.url} started ")
+    assert check["detail"].startswith("last successful sync started ")
 
     tarsy.fail_next(401)
     with pytest.raises(CommandError):
         call_command("sync_sessions", tarsy.url)
     _, check = readyz_sync_check(client)
     assert check["status"] == "ok"  # TARSY_SYNC_MAX_LAG_S=0: reported, never failed
-    assert " s ago; last error: TARSy answered 401 Unauthorized to GET " in check["detail"]
+    # What failed, not where: TARSy's URL and the error's text stay in the worker's log.
+    assert check["detail"].endswith(" s ago; the latest sync failed (the worker log says why)")
+    assert tarsy.url.split("//")[1] not in check["detail"]
 
 
 def test_readyz_fails_when_the_sync_lags_more_than_allowed(client, transactional_db, settings, tarsy):
@@ -54,7 +56,7 @@ def test_readyz_fails_when_the_sync_lags_more_than_allowed(client, transactional
     _, check = readyz_sync_check(client)
     assert check == {
         "status": "failed",
-        "detail": f"no successful sync from {tarsy.url} yet (TARSY_SYNC_MAX_LAG_S=600)",
+        "detail": "no successful sync yet (TARSY_SYNC_MAX_LAG_S=600)",
     }
 
     call_command("sync_sessions", tarsy.url)

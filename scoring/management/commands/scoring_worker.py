@@ -1,6 +1,10 @@
+import logging
+
 from django.core.management.base import BaseCommand
 
 from scoring import tasks, worker
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -14,6 +18,6 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         failed = tasks.cleanup_orphans()
         tasks.ensure_cleanup_schedule()
-        self.stdout.write(f"orphaned scorings marked failed: {failed}", ending="\n")
-        self.stdout.flush()
+        # A service's lines all go through logging, so that LOG_FORMAT=json holds for each.
+        logger.info("orphaned scorings marked failed: %d", failed)
         worker.run_cluster()
