@@ -21,6 +21,8 @@ import secrets
 import unicodedata
 from collections.abc import Iterator
 
+from scoring.rendering import RENDERED_FIELDS
+
 # --- Boundaries ---------------------------------------------------------------------------
 
 # Versioned in docs/criteria.md: the wrapper is not part of PROMPT_HASH, so a
@@ -147,15 +149,8 @@ _LOOKALIKES = str.maketrans(
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 MAX_SNIPPET_CHARS = 80
 MAX_WARNINGS = 20
-# Fields of a session that hold its data; a session's own ids and timestamps are left out.
-SESSION_FIELDS = (
-    "alert_data",
-    "final_analysis",
-    "final_analysis_summary",
-    "error_message",
-    "stages",
-    "session_level_interactions",
-)
+# Every field that reaches the prompt is scanned (ids and timestamps hold no text to scan).
+SESSION_FIELDS = RENDERED_FIELDS
 
 
 def _normalise(text: str) -> str:
