@@ -63,6 +63,31 @@ class ContextWindowExceeded(JudgeLLMError):
     counts_for_circuit = False
 
 
+class InputTooLarge(JudgeLLMError):
+    """The prompt is over SCORING_MAX_INPUT_TOKENS: refused before any call, the session's fault."""
+
+    counts_for_circuit = False
+
+
+# Rough: about 4 characters a token for English text and JSON.
+CHARS_PER_TOKEN = 4
+
+
+def estimated_tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def check_input_size(prompt: str) -> None:
+    """Refuse a prompt whose estimated tokens exceed SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
+    tokens = estimated_tokens(len(prompt))
+    if tokens > settings.SCORING_MAX_INPUT_TOKENS:
+        raise InputTooLarge(
+            f"the judge prompt of this session is about {tokens:,} tokens (estimated at "
+            f"{CHARS_PER_TOKEN} characters a token), over SCORING_MAX_INPUT_TOKENS="
+            f"{settings.SCORING_MAX_INPUT_TOKENS:,}: nothing was sent to the judge"
+        )
+
+
 class DeadlineReached(JudgeLLMError):
     def __init__(self, message: str, provider_failed: bool = False):
         super().__init__(message)

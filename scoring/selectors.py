@@ -15,6 +15,7 @@ from scoring.models import (
     ScoringStatus,
     SessionScore,
     SessionStatus,
+    SessionWrite,
 )
 from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 
@@ -52,9 +53,15 @@ def get_session(session_id: str | uuid.UUID) -> AlertSession:
 # --- Scores ---------------------------------------------------------------------------
 
 
+def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]:
+    """Annotate each score with its session's current ``investigation_digest`` (``session_digest``),
+    for ``SessionScore.session_changed_since``."""
+    return scores.annotate(session_digest=F("session__investigation_digest"))
+
+
 def latest_score(session_id) -> SessionScore | None:
     """The score of a session: its newest scoring, whatever its status."""
-    return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").first()
+    return with_session_digest(SessionScore.objects.filter(session_id=session_id)).order_by("-scored_at_us").first()
 
 
 def latest_score_columns() -> dict:
@@ -114,6 +121,11 @@ def stale_scorings(*, session_id=None, include_all=False, older_than_s=None, now
         (score_id, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
         for score_id in pending.values_list("score_id", flat=True)
     ]
+
+
+def session_writes(session_id, limit: int = 20) -> list[SessionWrite]:
+    """The newest ``limit`` writes of a session (who stored it, when)."""
+    return list(SessionWrite.objects.filter(session_id=session_id).order_by("-written_at_us", "-id")[:limit])
 
 
 def session_exists(session_id) -> bool:
@@ -273,7 +285,7 @@ def alert_types() -> list[str]:
 def score_history(session_id) -> QuerySet[SessionScore]:
     """Every scoring of a session, newest first, with its reviews and reviewers."""
     return (
-        SessionScore.objects.filter(session_id=session_id)
+        with_session_digest(SessionScore.objects.filter(session_id=session_id))
         .order_by("-scored_at_us")
         .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")))
     )

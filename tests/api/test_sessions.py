@@ -20,7 +20,7 @@ def detail_url(session_id) -> str:
 
 def store(**overrides) -> dict:
     document = session_document(**overrides)
-    services.ingest_session(document)
+    services.ingest_session(document, written_by="test")
     return document
 
 
@@ -162,7 +162,7 @@ def test_the_schema_documents_every_sessions_response(api_client):
 
     collection = schema["paths"]["/api/v1/sessions/"]
     item = schema["paths"]["/api/v1/sessions/{session_id}/"]
-    assert set(collection["post"]["responses"]) == {"200", "201", "400", "401", "415"}
+    assert set(collection["post"]["responses"]) == {"200", "201", "400", "401", "403", "415"}
     assert set(collection["get"]["responses"]) == {"200", "400", "401"}
     assert set(item["get"]["responses"]) == {"200", "401", "404"}
     assert {parameter["name"] for parameter in collection["get"]["parameters"]} >= {
