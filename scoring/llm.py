@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 
 from scoring import metrics
+from scoring.prompts import CHARS_PER_TOKEN, estimated_tokens
 
 logger = logging.getLogger("scoring.llm")
 
@@ -67,14 +68,6 @@ class InputTooLarge(JudgeLLMError):
     """The prompt is over SCORING_MAX_INPUT_TOKENS: refused before any call, the session's fault."""
 
     counts_for_circuit = False
-
-
-# Rough: about 4 characters a token for English text and JSON.
-CHARS_PER_TOKEN = 4
-
-
-def estimated_tokens(chars: int) -> int:
-    return -(-chars // CHARS_PER_TOKEN)
 
 
 def check_input_size(prompt: str) -> None:

@@ -17,7 +17,13 @@ from scoring.models import (
     SessionStatus,
     SessionWrite,
 )
-from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
+from scoring.prompts import (
+    CHARS_PER_TOKEN,
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    JUDGE_PROMPT_SCORE,
+    PROMPT_HASH,
+    estimated_tokens,
+)
 
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
@@ -158,16 +164,25 @@ def sessions_to_score(
     return sessions.filter(wanted).order_by("-started_at_us")
 
 
-# Rough: ~4 characters per token; turn 2 sends turn 1's prompt again.
-CHARS_PER_TOKEN = 4
-_PROMPTS_CHARS = len(JUDGE_PROMPT_SCORE) + len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
-
-
 def estimate_input_tokens(sessions) -> int:
-    """Rough judge input tokens for scoring these sessions (for --dry-run)."""
-    totals = sessions.aggregate(count=Count("pk"), investigation=Sum("investigation_bytes"))
-    chars_per_turn = (totals["investigation"] or 0) + totals["count"] * _PROMPTS_CHARS
-    return 2 * chars_per_turn // CHARS_PER_TOKEN
+    """Rough judge input tokens for scoring these sessions (for --dry-run).
+
+    Each scoring sends its score prompt twice (turn 2 resends turn 1) and the
+    follow-up. The prompt's length is kept at ingest; a session stored before
+    that counts its stored size instead (several times its prompt, usually).
+    """
+    prompt_chars = Coalesce("judge_prompt_chars", F("investigation_bytes") + len(JUDGE_PROMPT_SCORE))
+    totals = sessions.aggregate(count=Count("pk"), prompts=Sum(prompt_chars))
+    return estimated_tokens(
+        2 * (totals["prompts"] or 0) + totals["count"] * len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
+    )
+
+
+def over_input_bound(sessions) -> QuerySet[AlertSession]:
+    """Those of ``sessions`` whose judge prompt is over SCORING_MAX_INPUT_TOKENS by the
+    estimate the scoring applies (``llm.check_input_size``), largest first."""
+    limit_chars = settings.SCORING_MAX_INPUT_TOKENS * CHARS_PER_TOKEN
+    return sessions.filter(judge_prompt_chars__gt=limit_chars).order_by("-judge_prompt_chars")
 
 
 # --- Dashboard and admin: sessions with their score, bands, reviews -------------------------
