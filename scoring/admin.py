@@ -205,7 +205,10 @@ class AlertSessionAdmin(admin.ModelAdmin):
         items = format_html_join(
             "",
             "<li>{} {} by {}</li>",
-            ((us_datetime(w.written_at_us), "created" if w.created else "replaced", w.written_by) for w in writes),
+            (
+                (us_datetime(w.written_at_us), "created" if w.created else "replaced", w.written_by)
+                for w in writes
+            ),
         )
         return format_html("<ul>{}</ul>", items)
 

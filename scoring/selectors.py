@@ -67,7 +67,8 @@ def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore
 
 def latest_score(session_id) -> SessionScore | None:
     """The score of a session: its newest scoring, whatever its status."""
-    return with_session_digest(SessionScore.objects.filter(session_id=session_id)).order_by("-scored_at_us").first()
+    scores = with_session_digest(SessionScore.objects.filter(session_id=session_id))
+    return scores.order_by("-scored_at_us").first()
 
 
 def latest_score_columns() -> dict:

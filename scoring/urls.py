@@ -10,5 +10,7 @@ urlpatterns = [
     path("", views.session_list, name="session-list"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
     path("sessions/<uuid:session_id>/score-panel", views.score_panel, name="score-panel"),
-    path("sessions/<uuid:session_id>/investigation", views.session_investigation, name="session-investigation"),
+    path(
+        "sessions/<uuid:session_id>/investigation", views.session_investigation, name="session-investigation"
+    ),
 ]

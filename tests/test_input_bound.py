@@ -61,7 +61,11 @@ def test_the_dry_run_names_the_sessions_over_the_bound_with_the_scorings_estimat
 
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("would score 2 sessions; estimated judge input: ~")
-    assert lines[1] == "1 of them are over SCORING_MAX_INPUT_TOKENS=6,000 (estimated) and would fail without a judge call:"
+    assert (
+        lines[1]
+        == "1 of them are over SCORING_MAX_INPUT_TOKENS=6,000 (estimated) "
+        "and would fail without a judge call:"
+    )
     listed = re.fullmatch(rf"  {large}: ~([\d,]+) tokens", lines[2])
     assert listed and small not in out.getvalue()
     # The scoring refuses it with the same estimate.

@@ -182,7 +182,9 @@ def test_migrating_leaves_existing_scores_and_sessions_without_a_digest():
     try:
         old = executor.loader.project_state(before).apps
         sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
-        session = sessions.objects.create(session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1)
+        session = sessions.objects.create(
+            session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1
+        )
         score = scores.objects.create(
             session=session, score_triggered_by="bob", started_at_us=1, prompt_hash="a" * 64,
             scored_at_us=1, status="completed", total_score=70,
@@ -192,7 +194,13 @@ def test_migrating_leaves_existing_scores_and_sessions_without_a_digest():
         executor.migrate(after)
         migrated = executor.loader.project_state(after).apps
 
-        assert migrated.get_model("scoring", "SessionScore").objects.get(pk=score.pk).investigation_digest is None
-        assert migrated.get_model("scoring", "AlertSession").objects.get(pk=session.pk).investigation_digest is None
+        assert (
+            migrated.get_model("scoring", "SessionScore").objects.get(pk=score.pk).investigation_digest
+            is None
+        )
+        assert (
+            migrated.get_model("scoring", "AlertSession").objects.get(pk=session.pk).investigation_digest
+            is None
+        )
     finally:
         call_command("migrate", "scoring", verbosity=0)

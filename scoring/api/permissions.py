@@ -6,7 +6,8 @@ from scoring import services
 
 
 class SessionWriteAllowed(BasePermission):
-    """Reading sessions is for anyone signed in; storing them is for TARSy (``services.can_write_sessions``)."""
+    """Reading sessions is for anyone signed in; storing them is for TARSy
+    (``services.can_write_sessions``)."""
 
     message = (
         "Storing sessions is for TARSy: it needs the scoring.change_alertsession permission, "

@@ -1,4 +1,5 @@
-"""The sessions API: TARSy sends sessions (SESSION_WRITERS, or the change permission); anyone signed in reads them."""
+"""The sessions API: TARSy sends sessions (a user in SESSION_WRITERS or with the change
+permission); anyone signed in reads them."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status, viewsets
