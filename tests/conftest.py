@@ -4,12 +4,6 @@ import os
 
 import pytest
 
-# The test users that stand for TARSy's service account may store sessions; the
-# tests of that rule (tests/api/test_session_writers.py) set their own. In the
-# environment too, for the service processes that tests start.
-TEST_SESSION_WRITERS = ["tarsy", "alice", "operator", "fault-suite"]
-os.environ.setdefault("SESSION_WRITERS", ",".join(TEST_SESSION_WRITERS))
-
 pytest_plugins = [
     "tests.support.api",
     "tests.support.factories",
@@ -22,6 +16,16 @@ pytest_plugins = [
 ]
 
 
+def pytest_configure(config):
+    # Imported here, once it is loaded as a plugin (so that pytest rewrites its asserts).
+    from tests.support.servers import TEST_SESSION_WRITERS
+
+    # Also for the processes that tests start without child_env (bin/topology).
+    os.environ.setdefault("SESSION_WRITERS", ",".join(TEST_SESSION_WRITERS))
+
+
 @pytest.fixture(autouse=True)
 def session_writers(settings):
+    from tests.support.servers import TEST_SESSION_WRITERS
+
     settings.SESSION_WRITERS = TEST_SESSION_WRITERS
