@@ -149,8 +149,6 @@ _LOOKALIKES = str.maketrans(
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 MAX_SNIPPET_CHARS = 80
 MAX_WARNINGS = 20
-# Every field that reaches the prompt is scanned (ids and timestamps hold no text to scan).
-SESSION_FIELDS = RENDERED_FIELDS
 
 
 def _normalise(text: str) -> str:
@@ -209,7 +207,8 @@ def find_injection_attempts(session) -> list[str]:
     """
     first_seen: dict[tuple[str, str], str] = {}
     scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
-    for name in SESSION_FIELDS:
+    # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
+    for name in RENDERED_FIELDS:
         for path, text in _strings(getattr(session, name, None), name):
             if text in scanned:
                 continue
