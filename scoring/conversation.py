@@ -106,7 +106,7 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
         return usage.add(llm.complete(messages, deadline=deadline))
 
     prompt = build_score_prompt(session)
-    llm.check_input_size(prompt)
+    llm.check_input_size(len(prompt))
     on_phase(events.PHASE_ANALYZING)
     messages = [{"role": "user", "content": prompt}]
     turn1 = ask(messages)

@@ -70,9 +70,10 @@ class InputTooLarge(JudgeLLMError):
     counts_for_circuit = False
 
 
-def check_input_size(prompt: str) -> None:
-    """Refuse a prompt whose estimated tokens exceed SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
-    tokens = estimated_tokens(len(prompt))
+def check_input_size(prompt_chars: int) -> None:
+    """Refuse a prompt of ``prompt_chars`` characters whose estimated tokens exceed
+    SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
+    tokens = estimated_tokens(prompt_chars)
     if tokens > settings.SCORING_MAX_INPUT_TOKENS:
         raise InputTooLarge(
             f"the judge prompt of this session is about {tokens:,} tokens (estimated at "

@@ -258,6 +258,12 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
     with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
         deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
         try:
+            # A session too large to send fails before it is loaded, scanned and rendered
+            # (its prompt length is kept at ingest); the prompt itself is checked again.
+            kept = AlertSession.objects.filter(pk=score.session_id).values_list("judge_prompt_chars", flat=True)
+            prompt_chars = kept.first()
+            if prompt_chars is not None:
+                llm.check_input_size(prompt_chars)
             session = AlertSession.objects.get(pk=score.session_id)
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
             llm.release_db_connection()

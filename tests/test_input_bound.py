@@ -8,7 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from scoring import services
-from scoring.models import ScoringStatus
+from scoring.models import AlertSession, ScoringStatus
 from tests.support.api import session_document
 from tests.support.factories import run_next_scoring
 
@@ -39,6 +39,19 @@ def test_a_scoring_over_the_bound_fails_at_once_without_calling_the_judge(judge_
         score.error_message,
     ), score.error_message
     assert judge_llm.requests == []
+    assert score.investigation_digest is None  # refused before the session was even read
+
+
+def test_the_prompt_itself_is_checked_when_its_length_was_not_kept(judge_llm, settings):
+    settings.SCORING_MAX_INPUT_TOKENS = LIMIT
+    session_id = stored_session(40_000)
+    AlertSession.objects.filter(pk=session_id).update(judge_prompt_chars=None)  # stored before it was kept
+    services.score_request(session_id=session_id, triggered_by="bob")
+
+    score = run_next_scoring()
+
+    assert "over SCORING_MAX_INPUT_TOKENS=6,000" in score.error_message
+    assert judge_llm.requests == []
 
 
 def test_a_scoring_within_the_bound_is_sent(judge_llm, settings):
@@ -62,8 +75,7 @@ def test_the_dry_run_names_the_sessions_over_the_bound_with_the_scorings_estimat
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("would score 2 sessions; estimated judge input: ~")
     assert (
-        lines[1]
-        == "1 of them are over SCORING_MAX_INPUT_TOKENS=6,000 (estimated) "
+        lines[1] == "1 of them are over SCORING_MAX_INPUT_TOKENS=6,000 (estimated) "
         "and would fail without a judge call:"
     )
     listed = re.fullmatch(rf"  {large}: ~([\d,]+) tokens", lines[2])
