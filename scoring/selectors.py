@@ -61,7 +61,7 @@ def get_session(session_id: str | uuid.UUID) -> AlertSession:
 
 def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]:
     """Annotate each score with its session's current ``investigation_digest`` (``session_digest``),
-    for ``SessionScore.session_changed_since``."""
+    for ``SessionScore.session_changed``."""
     return scores.annotate(session_digest=F("session__investigation_digest"))
 
 
