@@ -13,6 +13,7 @@ from django.contrib import admin, messages
 from django.db.models import Q
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -24,6 +25,11 @@ from scoring.templatetags.scoring_ui import duration as duration_text
 
 REVIEW_PERMISSION = "scoring.add_scorereview"
 BADGE_MEDIA = forms.Media(css={"all": ["scoring/badges.css"]})
+SESSION_CHANGED_TEXT = {
+    True: "yes: the session was stored again with different content; this score judged the earlier version",
+    False: "no: the session is as this score judged it",
+    None: "unknown: the score was made before this service recorded what each score judged",
+}
 
 
 # --- Filters ----------------------------------------------------------------------------------
@@ -124,7 +130,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
     fields = [
         "session_id", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
         "started", "completed", "error_message", "ingest_notes_view", "alert_data_view",
-        "final_analysis_view", "investigation_view", "score_history",
+        "final_analysis_view", "investigation_view", "writes_view", "score_history",
     ]  # fmt: skip
     readonly_fields = fields
 
@@ -184,11 +190,27 @@ class AlertSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Investigation")
     def investigation_view(self, session):
+        # Linked, not shown: it can be tens of megabytes, and this page defers it.
         return format_html(
-            "<details><summary>The investigation as the judge reads it</summary>"
-            '<pre class="scoring-pre">{}</pre></details>',
-            rendering.render_investigation(session),
+            '<a href="{}">The investigation as the judge reads it</a> (plain text; stored document {})',
+            reverse("scoring:session-investigation", args=[session.session_id]),
+            filesizeformat(session.investigation_bytes),
         )
+
+    @admin.display(description="Written by")
+    def writes_view(self, session):
+        writes = selectors.session_writes(session.session_id)
+        if not writes:
+            return "(not recorded: stored before writers were recorded)"
+        items = format_html_join(
+            "",
+            "<li>{} {} by {}</li>",
+            (
+                (us_datetime(w.written_at_us), "created" if w.created else "replaced", w.written_by)
+                for w in writes
+            ),
+        )
+        return format_html("<ul>{}</ul>", items)
 
     @admin.display(description="Score history")
     def score_history(self, session):
@@ -258,7 +280,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
     fields = [
         "score_id", "session_link", "status", "score", "criteria", "judge_model", "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
-        "score_analysis_html", "missing_tools_html",
+        "session_changed_view", "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
     readonly_fields = fields
     inlines = [ScoreReviewInline]
@@ -271,7 +293,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         # The list shows no analyses; the score page loads them when it shows them.
         scores = super().get_queryset(request).defer("score_analysis", "missing_tools_analysis")
-        return selectors.with_review_counts(scores)
+        return selectors.with_session_digest(selectors.with_review_counts(scores))
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -388,6 +410,10 @@ class SessionScoreAdmin(admin.ModelAdmin):
         if not (score.agree_count or score.disagree_count):
             return "not reviewed"
         return f"{score.agree_count} agree, {score.disagree_count} disagree"
+
+    @admin.display(description="Session changed since")
+    def session_changed_view(self, score):
+        return SESSION_CHANGED_TEXT[score.session_changed]
 
     @admin.display(description="Score analysis")
     def score_analysis_html(self, score):

@@ -96,15 +96,19 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     """Hold the two-turn judge conversation about ``session``.
 
     ``on_phase`` is told when each turn starts. Raises ``llm.JudgeLLMError``
-    (or its subclass ``ScoreExtractionError``) when the judge cannot be used.
+    (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
+    and ``llm.InputTooLarge`` before any call when the prompt is over
+    SCORING_MAX_INPUT_TOKENS.
     """
     usage = _Usage()
 
     def ask(messages: list[dict]) -> str:
         return usage.add(llm.complete(messages, deadline=deadline))
 
+    prompt = build_score_prompt(session)
+    llm.check_input_size(len(prompt))
     on_phase(events.PHASE_ANALYZING)
-    messages = [{"role": "user", "content": build_score_prompt(session)}]
+    messages = [{"role": "user", "content": prompt}]
     turn1 = ask(messages)
     messages.append({"role": "assistant", "content": turn1})
     total_score, score_analysis = extract_score(turn1)

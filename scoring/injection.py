@@ -21,6 +21,8 @@ import secrets
 import unicodedata
 from collections.abc import Iterator
 
+from scoring.rendering import RENDERED_FIELDS
+
 # --- Boundaries ---------------------------------------------------------------------------
 
 # Versioned in docs/criteria.md: the wrapper is not part of PROMPT_HASH, so a
@@ -147,15 +149,6 @@ _LOOKALIKES = str.maketrans(
 _BASE64_RUN = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{24,}={0,2}(?![A-Za-z0-9+/=])")
 MAX_SNIPPET_CHARS = 80
 MAX_WARNINGS = 20
-# Fields of a session that hold its data; a session's own ids and timestamps are left out.
-SESSION_FIELDS = (
-    "alert_data",
-    "final_analysis",
-    "final_analysis_summary",
-    "error_message",
-    "stages",
-    "session_level_interactions",
-)
 
 
 def _normalise(text: str) -> str:
@@ -214,7 +207,8 @@ def find_injection_attempts(session) -> list[str]:
     """
     first_seen: dict[tuple[str, str], str] = {}
     scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
-    for name in SESSION_FIELDS:
+    # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
+    for name in RENDERED_FIELDS:
         for path, text in _strings(getattr(session, name, None), name):
             if text in scanned:
                 continue

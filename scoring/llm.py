@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import connection
 
 from scoring import metrics
+from scoring.prompts import CHARS_PER_TOKEN, estimated_tokens
 
 logger = logging.getLogger("scoring.llm")
 
@@ -61,6 +62,24 @@ class ContextWindowExceeded(JudgeLLMError):
     """The session is too large for the model: the session's fault, not the provider's."""
 
     counts_for_circuit = False
+
+
+class InputTooLarge(JudgeLLMError):
+    """The prompt is over SCORING_MAX_INPUT_TOKENS: refused before any call, the session's fault."""
+
+    counts_for_circuit = False
+
+
+def check_input_size(prompt_chars: int) -> None:
+    """Refuse a prompt of ``prompt_chars`` characters whose estimated tokens exceed
+    SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
+    tokens = estimated_tokens(prompt_chars)
+    if tokens > settings.SCORING_MAX_INPUT_TOKENS:
+        raise InputTooLarge(
+            f"the judge prompt of this session is about {tokens:,} tokens (estimated at "
+            f"{CHARS_PER_TOKEN} characters a token), over SCORING_MAX_INPUT_TOKENS="
+            f"{settings.SCORING_MAX_INPUT_TOKENS:,}: nothing was sent to the judge"
+        )
 
 
 class DeadlineReached(JudgeLLMError):

@@ -54,6 +54,12 @@ class AlertSession(models.Model):
     # What ingest had to change to store the document (for example NUL characters
     # replaced), one sentence each; empty when it was stored exactly as sent.
     ingest_notes = models.JSONField(default=list, blank=True)
+    # rendering.investigation_digest of the stored version; null for sessions stored
+    # before digests existed (until they are written again or scored).
+    investigation_digest = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # Length of the judge's score prompt with this session in it, for the token
+    # estimate of score_sessions --dry-run; null for sessions stored before it was kept.
+    judge_prompt_chars = models.BigIntegerField(null=True, blank=True, editable=False)
     imported_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # A copy of the newest score's id, status, total and prompt hash (null: never
@@ -127,6 +133,9 @@ class SessionScore(models.Model):
     # Instruction-like text found in the session's data (scoring.injection), one
     # short description each: the score may have been steered.
     warnings = models.JSONField(default=list, blank=True)
+    # rendering.investigation_digest of the session as the judge read it; null for
+    # scores made before digests existed (whether the session changed is unknown).
+    investigation_digest = models.CharField(max_length=64, null=True, blank=True, editable=False)
 
     class Meta:
         db_table = "session_scores"
@@ -157,6 +166,39 @@ class SessionScore(models.Model):
 
     def __str__(self) -> str:
         return f"score {self.score_id} of {self.session_id} ({self.status})"
+
+    @property
+    def session_changed(self) -> bool | None:
+        """Whether the session now differs from what this score judged; None when unknown
+        (a score or session from before digests). Needs the ``session_digest`` annotation
+        (``selectors.with_session_digest``); without it, unknown."""
+        current = getattr(self, "session_digest", None)
+        if self.investigation_digest is None or current is None:
+            return None
+        return self.investigation_digest != current
+
+
+class SessionWrite(models.Model):
+    """Who wrote a session, each time it was stored (created or replaced).
+
+    ``written_by`` is the API user's name, or for the commands the command and
+    its source (``sync_sessions:<TARSy URL>``, ``import_sessions:<file>``). The
+    session is a plain id, not a foreign key: the record outlives the session.
+    """
+
+    session_id = models.UUIDField()
+    written_by = models.CharField(max_length=255)
+    written_at_us = models.BigIntegerField()
+    created = models.BooleanField()
+    investigation_digest = models.CharField(max_length=64)
+
+    class Meta:
+        db_table = "session_writes"
+        ordering = ["-written_at_us", "-id"]
+        indexes = [models.Index(fields=["session_id", "written_at_us"], name="ix_session_writes_session")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {'created' if self.created else 'replaced'} by {self.written_by}"
 
 
 class ScoringCriteria(models.Model):

@@ -295,3 +295,12 @@ def fill_placeholders(template: str, values: dict[str, str]) -> str:
     again, so placeholder-like text inside session data stays as it is.
     """
     return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+# Rough: about 4 characters a token for English text and JSON; for the token
+# estimates (score_sessions --dry-run, SCORING_MAX_INPUT_TOKENS).
+CHARS_PER_TOKEN = 4
+
+
+def estimated_tokens(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)

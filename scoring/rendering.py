@@ -6,7 +6,9 @@ keeps the message threads already shown and renders only what is new. Parts are
 collected in one list and joined once: a 20 MB session is never copied piecemeal.
 """
 
+import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -21,6 +23,39 @@ SPECIAL_INTERACTIONS = {
     "summarization": "**Tool Result Summarization** (a separate LLM call that condensed a tool result for the agent)",
     "forced_conclusion": "**Forced Conclusion** (the agent reached its iteration limit)",
 }
+
+
+# Every session field that rendering puts in the judge prompt (``render_investigation``
+# and ``render_alert_data``). Injection scanning covers these and the investigation
+# digest hashes them: a field rendered here and missing from this list fails a test.
+RENDERED_FIELDS = (
+    "session_id",
+    "alert_type",
+    "chain_id",
+    "agent_type",
+    "status",
+    "started_at_us",
+    "completed_at_us",
+    "runbook_url",
+    "error_message",
+    "alert_data",
+    "stages",
+    "session_level_interactions",
+    "final_analysis",
+    "final_analysis_summary",
+)
+
+
+def investigation_digest(session) -> str:
+    """SHA-256 of the canonical JSON of the session's ``RENDERED_FIELDS``: what the judge reads.
+
+    The rendering's input rather than its text, so that a change to this service's
+    renderer does not make every stored session look changed.
+    """
+    values = {name: getattr(session, name) for name in RENDERED_FIELDS}
+    values["session_id"] = str(uuid.UUID(str(values["session_id"])))
+    canonical = json.dumps(values, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def render_alert_data(alert_data) -> str:

@@ -15,8 +15,15 @@ from scoring.models import (
     ScoringStatus,
     SessionScore,
     SessionStatus,
+    SessionWrite,
 )
-from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
+from scoring.prompts import (
+    CHARS_PER_TOKEN,
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    JUDGE_PROMPT_SCORE,
+    PROMPT_HASH,
+    estimated_tokens,
+)
 
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
@@ -52,9 +59,16 @@ def get_session(session_id: str | uuid.UUID) -> AlertSession:
 # --- Scores ---------------------------------------------------------------------------
 
 
+def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]:
+    """Annotate each score with its session's current ``investigation_digest`` (``session_digest``),
+    for ``SessionScore.session_changed``."""
+    return scores.annotate(session_digest=F("session__investigation_digest"))
+
+
 def latest_score(session_id) -> SessionScore | None:
     """The score of a session: its newest scoring, whatever its status."""
-    return SessionScore.objects.filter(session_id=session_id).order_by("-scored_at_us").first()
+    scores = with_session_digest(SessionScore.objects.filter(session_id=session_id))
+    return scores.order_by("-scored_at_us").first()
 
 
 def latest_score_columns() -> dict:
@@ -116,6 +130,11 @@ def stale_scorings(*, session_id=None, include_all=False, older_than_s=None, now
     ]
 
 
+def session_writes(session_id, limit: int = 20) -> list[SessionWrite]:
+    """The newest ``limit`` writes of a session (who stored it, when)."""
+    return list(SessionWrite.objects.filter(session_id=session_id).order_by("-written_at_us", "-id")[:limit])
+
+
 def session_exists(session_id) -> bool:
     return AlertSession.objects.filter(pk=session_id).exists()
 
@@ -146,16 +165,25 @@ def sessions_to_score(
     return sessions.filter(wanted).order_by("-started_at_us")
 
 
-# Rough: ~4 characters per token; turn 2 sends turn 1's prompt again.
-CHARS_PER_TOKEN = 4
-_PROMPTS_CHARS = len(JUDGE_PROMPT_SCORE) + len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
-
-
 def estimate_input_tokens(sessions) -> int:
-    """Rough judge input tokens for scoring these sessions (for --dry-run)."""
-    totals = sessions.aggregate(count=Count("pk"), investigation=Sum("investigation_bytes"))
-    chars_per_turn = (totals["investigation"] or 0) + totals["count"] * _PROMPTS_CHARS
-    return 2 * chars_per_turn // CHARS_PER_TOKEN
+    """Rough judge input tokens for scoring these sessions (for --dry-run).
+
+    Each scoring sends its score prompt twice (turn 2 resends turn 1) and the
+    follow-up. The prompt's length is kept at ingest; a session stored before
+    that counts its stored size instead (several times its prompt, usually).
+    """
+    prompt_chars = Coalesce("judge_prompt_chars", F("investigation_bytes") + len(JUDGE_PROMPT_SCORE))
+    totals = sessions.aggregate(count=Count("pk"), prompts=Sum(prompt_chars))
+    return estimated_tokens(
+        2 * (totals["prompts"] or 0) + totals["count"] * len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
+    )
+
+
+def over_input_bound(sessions) -> QuerySet[AlertSession]:
+    """Those of ``sessions`` whose judge prompt is over SCORING_MAX_INPUT_TOKENS by the
+    estimate the scoring applies (``llm.check_input_size``), largest first."""
+    limit_chars = settings.SCORING_MAX_INPUT_TOKENS * CHARS_PER_TOKEN
+    return sessions.filter(judge_prompt_chars__gt=limit_chars).order_by("-judge_prompt_chars")
 
 
 # --- Dashboard and admin: sessions with their score, bands, reviews -------------------------
@@ -273,7 +301,7 @@ def alert_types() -> list[str]:
 def score_history(session_id) -> QuerySet[SessionScore]:
     """Every scoring of a session, newest first, with its reviews and reviewers."""
     return (
-        SessionScore.objects.filter(session_id=session_id)
+        with_session_digest(SessionScore.objects.filter(session_id=session_id))
         .order_by("-scored_at_us")
         .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")))
     )

@@ -15,7 +15,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
-from scoring import conversation, events, ingest, injection, llm, selectors
+from scoring import conversation, events, ingest, injection, llm, rendering, selectors
 from scoring.logs import log_context
 from scoring.models import (
     AlertSession,
@@ -25,6 +25,7 @@ from scoring.models import (
     ScoringStatus,
     SessionScore,
     SessionStatus,
+    SessionWrite,
 )
 from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 
@@ -72,16 +73,40 @@ def now_us() -> int:
 # --- Sessions ------------------------------------------------------------------------
 
 
-def ingest_session(document: dict) -> tuple[AlertSession, bool]:
+SESSION_WRITE_PERMISSION = "scoring.change_alertsession"
+
+
+def can_write_sessions(user) -> bool:
+    """Whether ``user`` may store sessions: TARSy's service account (SESSION_WRITERS)
+    or a user with the ``scoring.change_alertsession`` permission. Inactive users never."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    return user.get_username() in settings.SESSION_WRITERS or user.has_perm(SESSION_WRITE_PERMISSION)
+
+
+def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bool]:
     """Store one TARSy session document; return it and whether it was new.
 
-    Idempotent: sending the same session again updates it in place. Raises
-    ``ingest.InvalidSession`` (with field errors) for a document that is not a
-    TARSy session.
+    Idempotent: sending the same session again updates it in place; its scores
+    stay (each records the digest of what it judged). Every write is recorded
+    with ``written_by`` (``SessionWrite``). Raises ``ingest.InvalidSession``
+    (with field errors) for a document that is not a TARSy session.
     """
     fields = ingest.parse_session(document)
     session_id = fields.pop("session_id")
-    return AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
+    unsaved = AlertSession(session_id=session_id, **fields)
+    fields["investigation_digest"] = rendering.investigation_digest(unsaved)
+    fields["judge_prompt_chars"] = len(conversation.build_score_prompt(unsaved))
+    with transaction.atomic():
+        session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
+        SessionWrite.objects.create(
+            session_id=session.session_id,
+            written_by=written_by[:255],
+            written_at_us=now_us(),
+            created=created,
+            investigation_digest=fields["investigation_digest"],
+        )
+    return session, created
 
 
 # --- Requesting a score ------------------------------------------------------------------
@@ -233,13 +258,26 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
     with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
         deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
         try:
+            # A session too large to send fails before it is loaded, scanned and rendered
+            # (its prompt length is kept at ingest); the prompt itself is checked again.
+            kept = AlertSession.objects.filter(pk=score.session_id).values_list("judge_prompt_chars", flat=True)
+            prompt_chars = kept.first()
+            if prompt_chars is not None:
+                llm.check_input_size(prompt_chars)
             session = AlertSession.objects.get(pk=score.session_id)
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
             llm.release_db_connection()
             # Instruction-like text in the session is only flagged: the prompt fences
             # session data in (injection.py), and the score comes from the judge's own last line.
             warnings = injection.find_injection_attempts(session)
-            SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(warnings=warnings)
+            digest = rendering.investigation_digest(session)
+            SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(
+                warnings=warnings, investigation_digest=digest
+            )
+            # A session stored before digests existed gets the one of the version scored.
+            AlertSession.objects.filter(pk=session.pk, investigation_digest__isnull=True).update(
+                investigation_digest=digest
+            )
             llm.release_db_connection()  # and while the prompt is rendered
             result = conversation.run_judge(
                 session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline

@@ -391,7 +391,7 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
     try:
         if not isinstance(document, dict) or _session_id(document) != session_id:
             raise InvalidSession({"session_id": [f"TARSy sent another document for session {session_id}."]})
-        session, created = services.ingest_session(document)
+        session, created = services.ingest_session(document, written_by=f"sync_sessions:{source}")
     except InvalidSession as exc:
         reason = str(exc)
         report.rejected.append((session_id, reason))

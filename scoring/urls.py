@@ -20,4 +20,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
     path("sessions/<uuid:session_id>/score-panel", views.score_panel, name="score-panel"),
+    path(
+        "sessions/<uuid:session_id>/investigation", views.session_investigation, name="session-investigation"
+    ),
 ]

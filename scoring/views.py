@@ -8,6 +8,7 @@ Signing in and out are Django's own views on the dashboard's URLs (scoring.urls)
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from scoring import rendering, selectors
@@ -89,17 +90,24 @@ def _score_context(session: AlertSession) -> dict:
 
 @login_required
 def session_detail(request, session_id):
-    session = get_object_or_404(AlertSession, pk=session_id)
+    # The investigation can be tens of megabytes: the page links to it (session_investigation).
+    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
     return render(
         request,
         "scoring/session_detail.html",
         {
             "alert_data_text": rendering.render_alert_data(session.alert_data),
-            "investigation_text": rendering.render_investigation(session),
             **_score_context(session),
             **_live_context(),
         },
     )
+
+
+@login_required
+def session_investigation(request, session_id):
+    """The whole investigation as the judge reads it, as plain text, only when asked for."""
+    session = get_object_or_404(AlertSession, pk=session_id)
+    return HttpResponse(rendering.render_investigation(session), content_type="text/plain; charset=utf-8")
 
 
 @login_required

@@ -257,6 +257,10 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+# User names that may store sessions (POST /api/v1/sessions/) without the
+# scoring.change_alertsession permission: TARSy's service account.
+SESSION_WRITERS = env_list("SESSION_WRITERS", "")
+
 # --- Judge LLM ------------------------------------------------------------------------
 SCORING_LLM_MODEL = os.environ.get("SCORING_LLM_MODEL", "")
 SCORING_LLM_API_BASE = os.environ.get("SCORING_LLM_API_BASE", "") or None
@@ -267,6 +271,9 @@ SCORING_LLM_BACKOFF_S = env_number("SCORING_LLM_BACKOFF_S", 1.0)
 SCORING_LLM_MAX_RETRY_AFTER_S = env_number("SCORING_LLM_MAX_RETRY_AFTER_S", 60.0)
 SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)
 SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
+# A scoring whose judge prompt is estimated (4 characters a token) above this fails
+# before any call: keep it below the model's context window, with room for the replies.
+SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 100_000, int)
 
 # --- Judge jobs (django-q2) --------------------------------------------------------------
 # A scoring job must finish within SCORING_JOB_TIMEOUT_S: the LLM client caps each

@@ -1,5 +1,9 @@
 """Shared fixtures. Each support module registers itself in pytest_plugins."""
 
+import os
+
+import pytest
+
 pytest_plugins = [
     "tests.support.api",
     "tests.support.factories",
@@ -10,3 +14,18 @@ pytest_plugins = [
     "tests.support.throttle",
     "tests.support.tarsy",
 ]
+
+
+def pytest_configure(config):
+    # Imported here, once it is loaded as a plugin (so that pytest rewrites its asserts).
+    from tests.support.servers import TEST_SESSION_WRITERS
+
+    # Also for the processes that tests start without child_env (bin/topology).
+    os.environ.setdefault("SESSION_WRITERS", ",".join(TEST_SESSION_WRITERS))
+
+
+@pytest.fixture(autouse=True)
+def session_writers(settings):
+    from tests.support.servers import TEST_SESSION_WRITERS
+
+    settings.SESSION_WRITERS = TEST_SESSION_WRITERS

@@ -130,13 +130,16 @@ def test_session_page_shows_alert_analysis_investigation_and_history(admin_clien
     )
     old = make_score(session, total_score=30, scored_at_us=T0_US, prompt_hash="f" * 64)
     make_score(session, total_score=80, scored_at_us=T0_US + 5)
-    page = admin_client.get(
-        reverse("admin:scoring_alertsession_change", args=[session.session_id])
-    ).content.decode()
+    with CaptureQueriesContext(connection) as queries:
+        page = admin_client.get(
+            reverse("admin:scoring_alertsession_change", args=[session.session_id])
+        ).content.decode()
     assert "&quot;namespace&quot;: &quot;stuck-ns&quot;" in page
     assert "<strong>Root cause:</strong>" in page and "<script>alert(1)" not in page
-    assert "<details><summary>The investigation as the judge reads it</summary>" in page
-    assert "## FINAL ANALYSIS" in page
+    # The investigation is linked, not read and rendered into the page.
+    assert f'<a href="{reverse("scoring:session-investigation", args=[session.session_id])}">' in page
+    assert "## FINAL ANALYSIS" not in page
+    assert not any('"stages"' in q["sql"] for q in queries if "alert_sessions" in q["sql"])
     assert page.index("80 · Good") < page.index("30 · Poor")  # newest first
     assert reverse("admin:scoring_sessionscore_change", args=[old.score_id]) in page
 

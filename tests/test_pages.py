@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from scoring import rendering
 from scoring.models import ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
@@ -147,15 +148,29 @@ def score_view(client, session) -> str:
     return page[page.index('<aside id="score"') :]
 
 
+def investigation_queries(client, url) -> tuple[str, list[str]]:
+    """The page at ``url``, and its SQL that reads the investigation columns."""
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(url).content.decode()
+    heavy = re.compile(r'"(stages|session_level_interactions)"')
+    return page, [q["sql"] for q in queries if "alert_sessions" in q["sql"] and heavy.search(q["sql"])]
+
+
 @pytest.mark.django_db
-def test_session_page_shows_the_alert_the_analysis_and_the_investigation(admin_client):
+def test_session_page_shows_the_alert_the_analysis_and_links_the_investigation(admin_client):
     session = make_session(
         final_analysis="**Root cause:** finalizer", alert_data={"alert": "NamespaceTerminating"}
     )
-    page = admin_client.get(detail_url(session)).content.decode()
+    page, heavy_reads = investigation_queries(admin_client, detail_url(session))
     assert "&quot;alert&quot;: &quot;NamespaceTerminating&quot;" in page
     assert "<strong>Root cause:</strong> finalizer" in page
-    assert "<summary>The whole investigation, as the judge reads it</summary>" in page
+    # The investigation (megabytes for a large session) is neither read nor rendered for the page...
+    assert heavy_reads == [] and "## INVESTIGATION TIMELINE" not in page
+    # ...but one link away, whole.
+    link = re.search(r'<a href="([^"]+)" data-investigation-link>', page).group(1)
+    investigation = admin_client.get(link)
+    assert investigation["Content-Type"] == "text/plain; charset=utf-8"
+    assert investigation.content.decode() == rendering.render_investigation(session)
     assert f'data-channel="session:{session.session_id}"' in page
     catalog = re.search(r'<script id="badge-catalog" type="application/json">(.*?)</script>', page).group(1)
     assert json.loads(catalog) == badge_catalog()

@@ -140,7 +140,7 @@ def test_the_real_documents_hold_failed_llm_calls_without_a_conversation(real_do
 def rendered_document(path: Path) -> tuple[dict, str]:
     """The document as stored (PostgreSQL's jsonb orders keys its own way) and its render."""
     document = load(path)
-    session, _ = services.ingest_session(document)
+    session, _ = services.ingest_session(document, written_by="test")
     session = AlertSession.objects.get(pk=session.pk)
     stored = dict(document, stages=session.stages)
     stored["session_level_interactions"] = session.session_level_interactions

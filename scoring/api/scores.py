@@ -33,6 +33,24 @@ class ScoreSerializer(serializers.ModelSerializer):
             "one short description each, with where it was found. Empty when none was found."
         ),
     )
+    investigation_digest = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "SHA-256 of the canonical JSON of the session fields the judge read for this score "
+            "(the fields rendered into its prompt); null for scores made before digests were kept."
+        ),
+    )
+    session_changed_since_score = serializers.BooleanField(
+        source="session_changed",
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Whether the session was stored again with different content since this score judged it "
+            "(TARSy appends chat follow-ups to finished sessions): true, false, or null when unknown "
+            "(a score made before digests were kept). The score itself is kept either way."
+        ),
+    )
     current_prompt_used = serializers.SerializerMethodField(
         help_text="Whether the score was made with the judge prompts this service uses now."
     )
@@ -58,6 +76,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             "output_tokens",
             "cost_usd",
             "warnings",
+            "investigation_digest",
+            "session_changed_since_score",
         ]
         read_only_fields = fields
 

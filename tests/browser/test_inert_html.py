@@ -40,7 +40,10 @@ def test_payloads_in_stored_analyses_stay_text(live_site, signed_in):
 
     page.goto(live_site.url(f"/admin/scoring/alertsession/{session.session_id}/change/"))
     expect(page.locator(".field-final_analysis_view")).to_contain_text("<script>")
-    page.locator("details summary").click()  # the investigation holds the payload too
+    assert_inert(page)
+
+    page.locator(".field-investigation_view a").click()  # the investigation holds the payload too
+    expect(page.locator("body")).to_contain_text(f"Root cause found. {SCRIPT}")
     assert_inert(page)
     assert page.errors == []
 

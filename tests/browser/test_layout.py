@@ -51,7 +51,7 @@ def screenshots(tmp_path):
 def imported_samples():
     sessions = []
     for path in sorted(SAMPLES_DIR.glob("*.json")):
-        session, _ = services.ingest_session(json.loads(path.read_text()))
+        session, _ = services.ingest_session(json.loads(path.read_text()), written_by="test")
         sessions.append(session)
     return sessions
 

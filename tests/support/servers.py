@@ -62,6 +62,12 @@ def database_url() -> str:
     return f"postgres://{host}{db['HOST'] or 'localhost'}{port}/{quote(db['NAME'], safe='')}"
 
 
+# The test users that store sessions (SESSION_WRITERS: they stand for TARSy's service
+# account), so that the tests of other rules can; tests/test_session_writers.py tests
+# this one with users outside the list.
+TEST_SESSION_WRITERS = ["tarsy", "alice", "operator", "dave", "fuzzer", "fault-suite"]
+
+
 def child_env(redis_url: str | None = None, db_url: str | None = None, **overrides: str) -> dict[str, str]:
     """Environment for a child process on ``db_url`` (default: the test database).
 
@@ -74,6 +80,7 @@ def child_env(redis_url: str | None = None, db_url: str | None = None, **overrid
         DJANGO_SETTINGS_MODULE="tarsy_scoring.settings",
         PYTHONUNBUFFERED="1",
     )
+    env.setdefault("SESSION_WRITERS", ",".join(TEST_SESSION_WRITERS))
     if redis_url:
         env["REDIS_URL"] = redis_url
     env.update(overrides)

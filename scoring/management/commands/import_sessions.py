@@ -136,7 +136,9 @@ class Command(BaseCommand):
         """Store one session, count it and show what had to change to store it;
         return why it was rejected, if it was."""
         try:
-            session, created = services.ingest_session(record.document)
+            session, created = services.ingest_session(
+                record.document, written_by=f"import_sessions:{record.where}"
+            )
         except InvalidSession as exc:
             return str(exc)
         counts["created" if created else "updated"] += 1

@@ -1,10 +1,15 @@
 import datetime
 import getpass
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_date, parse_datetime
 
 from scoring import batches, selectors
+from scoring.prompts import estimated_tokens
+
+# How many of the sessions over SCORING_MAX_INPUT_TOKENS a dry run names.
+LISTED_OVER_BOUND = 20
 
 
 def _since_us(value: str) -> int:
@@ -49,6 +54,7 @@ class Command(BaseCommand):
                 f"would score {sessions.count()} sessions; estimated judge input: "
                 f"~{selectors.estimate_input_tokens(sessions):,} tokens"
             )
+            self._write_over_bound(sessions)
             return
         outcome = batches.score_sessions(
             list(sessions.values_list("session_id", flat=True)),
@@ -56,3 +62,17 @@ class Command(BaseCommand):
             force_rescore=options["force"] or options["obsolete"] or options["failed"],
         )
         self.stdout.write(", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in outcome.items()))
+
+    def _write_over_bound(self, sessions) -> None:
+        over = selectors.over_input_bound(sessions)
+        count = over.count()
+        if not count:
+            return
+        self.stdout.write(
+            f"{count} of them are over SCORING_MAX_INPUT_TOKENS={settings.SCORING_MAX_INPUT_TOKENS:,} "
+            "(estimated) and would fail without a judge call:"
+        )
+        for session_id, chars in over.values_list("session_id", "judge_prompt_chars")[:LISTED_OVER_BOUND]:
+            self.stdout.write(f"  {session_id}: ~{estimated_tokens(chars):,} tokens")
+        if count > LISTED_OVER_BOUND:
+            self.stdout.write(f"  ... and {count - LISTED_OVER_BOUND} more")

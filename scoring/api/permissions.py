@@ -1,0 +1,18 @@
+"""Who may do what through the API, beyond being signed in."""
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+
+from scoring import services
+
+
+class SessionWriteAllowed(BasePermission):
+    """Reading sessions is for anyone signed in; storing them is for TARSy
+    (``services.can_write_sessions``)."""
+
+    message = (
+        "Storing sessions is for TARSy: it needs the scoring.change_alertsession permission, "
+        "or a user name listed in SESSION_WRITERS."
+    )
+
+    def has_permission(self, request, view) -> bool:
+        return request.method in SAFE_METHODS or services.can_write_sessions(request.user)
