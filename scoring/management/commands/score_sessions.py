@@ -1,27 +1,14 @@
-import datetime
 import getpass
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_date, parse_datetime
 
 from scoring import batches, selectors
+from scoring.management.options import since_us
 from scoring.prompts import estimated_tokens
 
 # How many of the sessions over SCORING_MAX_INPUT_TOKENS a dry run names.
 LISTED_OVER_BOUND = 20
-
-
-def _since_us(value: str) -> int:
-    moment = parse_datetime(value)
-    if moment is None:
-        day = parse_date(value)
-        if day is None:
-            raise CommandError(f"--since {value!r}: use a date (2026-11-01) or an ISO datetime")
-        moment = datetime.datetime.combine(day, datetime.time())
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1_000_000)
 
 
 class Command(BaseCommand):
@@ -46,7 +33,7 @@ class Command(BaseCommand):
             unscored=options["unscored"],
             obsolete=options["obsolete"],
             failed=options["failed"],
-            since_us=_since_us(options["since"]) if options["since"] else None,
+            since_us=since_us(options["since"]) if options["since"] else None,
             alert_type=options["alert_type"],
         )
         if options["dry_run"]:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring import tarsy_sync
-from scoring.management.commands.score_sessions import _since_us
+from scoring.management.options import since_us
 
 
 class Command(BaseCommand):
@@ -54,7 +54,7 @@ class Command(BaseCommand):
         try:
             report = tarsy_sync.sync_sessions(
                 client,
-                since_us=_since_us(since) if since else None,
+                since_us=since_us(since) if since else None,
                 score=score,
                 triggered_by=f"{tarsy_sync.SCORING_TRIGGER_PREFIX}:cli:{getpass.getuser()}",
             )
