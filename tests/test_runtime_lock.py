@@ -182,6 +182,8 @@ def test_the_runtime_lock_alone_runs_the_procfile_on_postgresql_and_redis(
         "REDIS_URL": redis_url,
         "SECRET_KEY": secrets.token_urlsafe(50),
         "TARSY_SCORING_VAR_DIR": str(tmp_path / "var"),
+        # TARSy's service account stores sessions, as a production install is configured.
+        "SESSION_WRITERS": "tarsy",
         **fake_llm.env(),
     }
     logs = tmp_path / "logs"
@@ -213,7 +215,7 @@ def test_the_runtime_lock_alone_runs_the_procfile_on_postgresql_and_redis(
 
         document = {**json.loads(SAMPLE_SESSION.read_text()), "session_id": str(uuid.uuid4())}
         session_id = document["session_id"]
-        stored = http("POST", f"{web_url}/api/v1/sessions/", document)
+        stored = http("POST", f"{web_url}/api/v1/sessions/", document, user="tarsy")
         assert stored[0] == 201, f"{stored}{procfile_run.tails()}"
 
         async def score_and_follow() -> tuple[tuple[int, dict], list[dict]]:
