@@ -96,7 +96,7 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bo
     session_id = fields.pop("session_id")
     unsaved = AlertSession(session_id=session_id, **fields)
     fields["investigation_digest"] = rendering.investigation_digest(unsaved)
-    fields["judge_prompt_chars"] = len(conversation.build_score_prompt(unsaved))
+    fields["judge_prompt_chars"] = _judge_prompt_chars(unsaved)
     with transaction.atomic():
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
         SessionWrite.objects.create(
@@ -107,6 +107,19 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bo
             investigation_digest=fields["investigation_digest"],
         )
     return session, created
+
+
+def _judge_prompt_chars(session: AlertSession) -> int | None:
+    """The length of the session's turn-1 prompt, or None when the renderer cannot
+    read a part that validation leaves open (say, a tool list that is not an
+    object): such a session is stored all the same, and its scoring fails saying why."""
+    try:
+        return len(conversation.build_score_prompt(session))
+    except (AttributeError, TypeError, KeyError, ValueError):
+        logger.warning(
+            "session %s stored; its judge prompt cannot be rendered", session.session_id, exc_info=True
+        )
+        return None
 
 
 # --- Requesting a score ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from scoring import batches, services
@@ -324,13 +324,17 @@ def sync_sessions(
     try:
         for entries in finished_session_pages(client, since_us):
             created_before = len(report.created)
-            _sync_page(
-                client, entries, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop
-            )
-            if score and len(report.created) > created_before:
-                report.add_scoring(
-                    request_scorings(report.created[created_before:], triggered_by=triggered_by)
+            try:
+                _sync_page(
+                    client, entries, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop
                 )
+            finally:
+                # Also when the run stops mid-page: a stored session counts as unchanged
+                # from then on, so a scoring not requested now never would be.
+                if score and len(report.created) > created_before:
+                    report.add_scoring(
+                        request_scorings(report.created[created_before:], triggered_by=triggered_by)
+                    )
             _renew_lease(source, holder, lease_s)
     except Exception as exc:
         if isinstance(exc, SyncError):
@@ -394,6 +398,12 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
         session, created = services.ingest_session(document, written_by=f"sync_sessions:{source}")
     except InvalidSession as exc:
         reason = str(exc)
+        report.rejected.append((session_id, reason))
+    except (DatabaseError, UnicodeError) as exc:
+        # A value the database cannot store (a lone surrogate, say): reported and
+        # remembered like an invalid document, so that it does not stop every run.
+        logger.warning("session %s from %s could not be stored", session_id, source, exc_info=True)
+        reason = f"could not be stored: {type(exc).__name__}: {str(exc)[:200]}"
         report.rejected.append((session_id, reason))
     else:
         (report.created if created else report.updated).append(session_id)

@@ -370,3 +370,30 @@ def test_two_runs_at_once_fetch_each_document_once(transactional_db, tarsy):
         output for output in outputs if "is running" in output or "unchanged: 6, created: 0" in output
     ]
     assert len(created) == 1 and len(skipped_or_unchanged) == 1, outputs
+
+
+def test_a_document_the_database_cannot_store_is_reported_and_the_others_are_stored(db, tarsy):
+    bad_id = "d7fc7f00-a9e3-47fb-a277-8516df605185"
+    # A lone surrogate: valid JSON (\ud800), but no database encoding can store it.
+    tarsy.documents[bad_id] = {**tarsy.documents[bad_id], "final_analysis": "cut \ud800 here"}
+
+    out, err, error = sync(tarsy.url)
+
+    assert error == "1 rejected"
+    assert f"rejected: {bad_id}: could not be stored: UnicodeEncodeError" in err
+    assert "created: 5" in out and bad_id not in stored_ids()
+    _, _, error = sync(tarsy.url)
+    assert error is None and tarsy.detail_fetches()[bad_id] == 1
+
+
+def test_a_run_that_stops_mid_page_still_requests_scorings_of_what_it_stored(db, tarsy, settings):
+    settings.TARSY_SYNC_MAX_RETRIES = 0
+    tarsy.fail_next(503, times=100, after=3)  # the list and two documents, then TARSy fails
+
+    out, _, error = sync(tarsy.url, "--score")
+
+    assert error is not None and "created: 2," in out
+    assert "scoring: queued: 2" in out
+    assert set(SessionScore.objects.values_list("session_id", flat=True)) == set(
+        AlertSession.objects.values_list("session_id", flat=True)
+    )

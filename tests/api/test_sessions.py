@@ -183,3 +183,25 @@ def test_the_schema_documents_every_sessions_response(api_client):
     request_fields = schema["components"]["schemas"][request_schema.rsplit("/", 1)[1]]
     assert {"session_id", "status", "stages"} <= set(request_fields["required"])
     assert "investigation_bytes" not in request_fields["properties"]
+
+
+def test_a_session_the_renderer_cannot_read_is_stored_and_its_scoring_says_why(api_client):
+    """Validation leaves MCP details open; rendering them happens again at scoring."""
+    document = session_document()
+    document["stages"][0]["mcp_communications"].append(
+        {
+            "communication_id": str(uuid.uuid4()),
+            "timestamp_us": STARTED_AT_US + 5,
+            "step_description": "tool list in an unexpected shape",
+            "details": {
+                "server_name": "kubernetes-server",
+                "communication_type": "tool_list",
+                "available_tools": ["pods_list"],
+            },
+        }
+    )
+
+    response = api_client.post(SESSIONS_URL, document, format="json")
+
+    assert response.status_code == 201, response.content
+    assert AlertSession.objects.get(pk=document["session_id"]).judge_prompt_chars is None
