@@ -105,6 +105,14 @@ def proxy_request_user(meta: dict, raw_headers=()):
     return user
 
 
+def may_sign_in_by_proxy(user) -> bool:
+    """A proxy header never carries staff rights: a name that matches a staff
+    account is ignored, so the admin and everything a superuser may do (storing
+    sessions, say) need that account's own login; otherwise anyone the proxy
+    knows as "admin" would be the admin."""
+    return not (user.is_staff or user.is_superuser)
+
+
 def _enforce_csrf(request) -> None:
     # Like DRF's SessionAuthentication: the middleware's verdict, without its HTML page.
     check = _CsrfCheck(lambda _: None)
@@ -171,7 +179,7 @@ class TrustedProxyAuthentication(BaseAuthentication):
             user = proxy_request_user(request.META, asgi_headers(request._request))
         except ProxyIdentityRefused as exc:
             raise AuthenticationFailed(str(exc)) from exc
-        if user is None:
+        if user is None or not may_sign_in_by_proxy(user):
             return None
         if request.method not in SAFE_METHODS and request.content_type.split(";")[0].strip() != "application/json":
             _enforce_csrf(request)
@@ -201,9 +209,7 @@ class TrustedProxyUserMiddleware:
     """Make the oauth2-proxy user the request's user on the pages and the admin.
 
     Goes after AuthenticationMiddleware; a logged-in Django session wins.
-    A proxy header never carries staff rights: a name that matches a staff
-    account is ignored here, so the admin always needs that account's own login
-    (otherwise anyone the proxy knows as "admin" would be the admin). A refused
+    A proxy header never carries staff rights (``may_sign_in_by_proxy``). A refused
     proxy identity gets 403 with the reason, as JSON like every API error (the
     API's own check answers 401 when a Django session skipped this one).
     """
@@ -217,6 +223,6 @@ class TrustedProxyUserMiddleware:
                 user = proxy_request_user(request.META, asgi_headers(request))
             except ProxyIdentityRefused as exc:
                 return JsonResponse({"detail": f"sign-in refused: {exc}"}, status=403)
-            if user is not None and not (user.is_staff or user.is_superuser):
+            if user is not None and may_sign_in_by_proxy(user):
                 request.user = user
         return self.get_response(request)

@@ -80,6 +80,17 @@ def test_a_user_with_the_change_permission_stores_sessions():
 
 
 @pytest.mark.django_db
+def test_a_proxy_header_naming_a_superuser_carries_none_of_its_rights():
+    User.objects.create_superuser("admin", "admin@example.com", "a-long-password-1")
+    document = session_document()
+
+    response = proxy_client("admin").post(SESSIONS_URL, document, format="json")
+
+    assert response.status_code == 401
+    assert not AlertSession.objects.filter(pk=document["session_id"]).exists()
+
+
+@pytest.mark.django_db
 def test_the_commands_record_themselves_and_their_source(tmp_path, tarsy):
     document = session_document()
     path = tmp_path / "session.json"
