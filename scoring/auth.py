@@ -48,6 +48,18 @@ def is_trusted_proxy(remote_addr: str | None) -> bool:
     return any(address in network for network in settings.TRUSTED_PROXY_IPS)
 
 
+def client_address(request) -> str | None:
+    """The address a request came from: behind a trusted proxy, the last one it
+    added to ``X-Forwarded-For`` (earlier ones the client may have written
+    itself); otherwise the peer's. Sign-in throttling counts failures by it."""
+    peer = request.META.get("REMOTE_ADDR")
+    if is_trusted_proxy(peer):
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
+        if forwarded:
+            return forwarded
+    return peer
+
+
 def smuggled_header(raw_headers) -> str | None:
     """The first identity header in ``raw_headers`` (ASGI ``(name, value)`` byte
     pairs) spelled with an underscore, if any."""

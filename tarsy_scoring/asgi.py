@@ -16,8 +16,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from scoring.request_limits import RequestBodyLimit  # noqa: E402
 from scoring.routing import websocket_urlpatterns  # noqa: E402
 
-# The consumer checks Origin and authentication itself, so that a refusal
-# closes with a documented code (docs/websocket.md).
+# The consumer checks Origin and authentication itself and refuses a socket in
+# its handshake (HTTP 403, docs/websocket.md).
 application = ProtocolTypeRouter(
     {
         "http": RequestBodyLimit(django_asgi_app),

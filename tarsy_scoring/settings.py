@@ -192,6 +192,8 @@ for _name, _value in (("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT), ("LOGIN_LOCKO
         raise ImproperlyConfigured(f"{_name}={_value} is too small (at least 1)")
 AXES_COOLOFF_TIME = timedelta(seconds=_login_lockout_s)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Behind oauth2-proxy the peer is the proxy for everyone: count by the address it forwards.
+AXES_CLIENT_IP_CALLABLE = "scoring.auth.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False  # no banner in every process's log
 

@@ -118,6 +118,23 @@ def test_repeated_failed_sign_ins_lock_that_name_out_until_reset(client, setting
     assert client.post(login_url, {"username": "operator", "password": PASSWORD}).status_code == 302
 
 
+@pytest.mark.django_db
+def test_behind_the_proxy_failed_sign_ins_are_counted_by_the_address_it_forwards(client, settings):
+    """The proxy is every request's peer: counting by it would let anyone behind
+    it lock an operator out."""
+    get_user_model().objects.create_user("operator", password=PASSWORD)
+    attacker = {"HTTP_X_FORWARDED_FOR": "203.0.113.7"}
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        client.post("/login/", {"username": "operator", "password": "guess"}, **attacker)
+    assert client.post("/login/", {"username": "operator", "password": PASSWORD}, **attacker).status_code == 429
+
+    operator = client.post(
+        "/login/", {"username": "operator", "password": PASSWORD}, HTTP_X_FORWARDED_FOR="198.51.100.2"
+    )
+
+    assert operator.status_code == 302
+
+
 # --- Browser-facing headers: the CSRF cookie, the Content-Security-Policy ---------------------------
 
 
