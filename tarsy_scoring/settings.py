@@ -19,6 +19,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from scoring.tarsy_url import tarsy_url_problem
 from tarsy_scoring.private_files import read_or_create
 
 # litellm fetches its model cost map from the internet when imported unless told
@@ -320,11 +321,8 @@ else:
 # Set: each worker cluster syncs sessions from this TARSy every TARSY_SYNC_INTERVAL_S
 # (one cluster at a time across hosts). Also the default URL of `manage.py sync_sessions`.
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
-if TARSY_URL and not re.fullmatch(r"https?://[^\s/@]+(/\S*)?", TARSY_URL):
-    raise ImproperlyConfigured(
-        f"TARSY_URL={TARSY_URL!r} is not an http(s) URL without credentials "
-        "(e.g. https://tarsy.example.com; the token goes in TARSY_TOKEN)"
-    )
+if TARSY_URL and tarsy_url_problem(TARSY_URL):
+    raise ImproperlyConfigured(f"TARSY_URL: {tarsy_url_problem(TARSY_URL)}")
 # Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
 TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")
 TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)

@@ -318,14 +318,25 @@ def test_concurrent_sync_scorings_cannot_pass_the_cap_together(transactional_db,
     assert SessionScore.objects.count() == 5
 
 
+BAD_TARSY_URLS = ("tarsy.example.com", "https://user:password@tarsy.example.com", "https://tarsy?token=t")
+
+
 def test_a_settings_url_must_be_http(tmp_path):
     from tests.test_settings import load_settings
 
-    for url in ("tarsy.example.com", "https://user:password@tarsy.example.com"):
+    for url in BAD_TARSY_URLS:
         process = load_settings(tmp_path, "settings.TARSY_URL", TARSY_URL=url)
 
         assert process.returncode != 0
-        assert f"TARSY_URL={url!r} is not an http(s) URL without credentials" in process.stderr
+        assert f"TARSY_URL: {url!r} is not an http(s) URL without credentials" in process.stderr
+
+
+@pytest.mark.parametrize("url", BAD_TARSY_URLS)
+def test_the_command_refuses_the_urls_the_settings_refuse(db, url):
+    _, _, error = sync(url)
+
+    assert error.startswith(f"{url!r} is not an http(s) URL without credentials")
+    assert not TarsySync.objects.exists()  # nothing holding the URL was stored
 
 
 @pytest.mark.parametrize(

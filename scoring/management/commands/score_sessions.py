@@ -1,7 +1,7 @@
 import getpass
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from scoring import batches, selectors
 from scoring.management.options import since_us

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from scoring import tarsy_sync
 from scoring.management.options import since_us
+from scoring.tarsy_url import tarsy_url_problem
 
 
 class Command(BaseCommand):
@@ -42,8 +43,8 @@ class Command(BaseCommand):
         url = url or settings.TARSY_URL
         if not url:
             raise CommandError("give TARSy's URL, or set TARSY_URL")
-        if not url.startswith(("http://", "https://")):
-            raise CommandError(f"{url!r} is not an http(s) URL")
+        if tarsy_url_problem(url):
+            raise CommandError(tarsy_url_problem(url))
         try:
             headers = dict(tarsy_sync.parse_header(text) for text in header)
         except ValueError as exc:
