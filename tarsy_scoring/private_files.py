@@ -32,15 +32,14 @@ def read_or_create(path: Path, make: Callable[[], str]) -> tuple[str, bool]:
     with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
         out.write(make())
     try:
-        if path.exists():
-            os.replace(draft, path)
+        try:
+            os.link(draft, path)
             written = True
-        else:
-            try:
-                os.link(draft, path)
-                written = True
-            except FileExistsError:
-                written = False
+        except FileExistsError:
+            # Another process's secret (keep it), or an empty file made by hand (replace it).
+            written = not path.read_text().strip()
+            if written:
+                os.replace(draft, path)
     finally:
         draft.unlink(missing_ok=True)
     return path.read_text().strip(), written
