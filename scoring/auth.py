@@ -38,14 +38,18 @@ class ProxyIdentityRefused(Exception):
     """A trusted proxy named a user who may not sign in; the message says why."""
 
 
-def is_trusted_proxy(remote_addr: str | None) -> bool:
-    if not remote_addr:
-        return False
+def address_in(remote_addr: str | None, networks, *, loopback: bool = False) -> bool:
+    """Whether ``remote_addr`` is in one of ``networks`` (or, with ``loopback``, is a
+    loopback address); False for a missing or malformed address."""
     try:
-        address = ipaddress.ip_address(remote_addr)
+        address = ipaddress.ip_address(remote_addr or "")
     except ValueError:
         return False
-    return any(address in network for network in settings.TRUSTED_PROXY_IPS)
+    return (loopback and address.is_loopback) or any(address in network for network in networks)
+
+
+def is_trusted_proxy(remote_addr: str | None) -> bool:
+    return address_in(remote_addr, settings.TRUSTED_PROXY_IPS)
 
 
 def client_address(request) -> str | None:

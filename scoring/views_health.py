@@ -8,7 +8,6 @@ only loopback, ``TRUSTED_PROXY_IPS`` and ``METRICS_ALLOWED_IPS`` (403 to others)
 """
 
 import hmac
-import ipaddress
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -17,6 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from scoring import health, metrics
+from scoring.auth import address_in
 
 
 @never_cache
@@ -36,12 +36,8 @@ async def readyz(request):
 
 
 def may_scrape_without_token(remote_addr: str | None) -> bool:
-    try:
-        address = ipaddress.ip_address(remote_addr or "")
-    except ValueError:
-        return False
-    return address.is_loopback or any(
-        address in network for network in (*settings.TRUSTED_PROXY_IPS, *settings.METRICS_ALLOWED_IPS)
+    return address_in(
+        remote_addr, (*settings.TRUSTED_PROXY_IPS, *settings.METRICS_ALLOWED_IPS), loopback=True
     )
 
 
