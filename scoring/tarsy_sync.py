@@ -106,10 +106,6 @@ class SyncReport:
             self.scoring[key] = self.scoring.get(key, 0) + count
 
 
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
 def source_of(url: str) -> str:
     """The key of a TARSy: its base URL without a trailing slash."""
     return url.strip().rstrip("/")
@@ -265,7 +261,7 @@ def _lease_s(client: TarsyClient) -> float:
 
 def _take_lease(source: str, holder: str, lease_s: float) -> bool:
     TarsySync.objects.bulk_create([TarsySync(source=source)], ignore_conflicts=True)
-    now = now_us()
+    now = services.now_us()
     return bool(
         TarsySync.objects.filter(Q(lease_until_us__lt=now) | Q(lease_holder=holder), source=source).update(
             lease_holder=holder, lease_until_us=now + int(lease_s * 1e6), last_started_at_us=now
@@ -275,7 +271,7 @@ def _take_lease(source: str, holder: str, lease_s: float) -> bool:
 
 def _renew_lease(source: str, holder: str, lease_s: float) -> None:
     renewed = TarsySync.objects.filter(source=source, lease_holder=holder).update(
-        lease_until_us=now_us() + int(lease_s * 1e6)
+        lease_until_us=services.now_us() + int(lease_s * 1e6)
     )
     if not renewed:
         raise SyncError(f"the sync of {source} lost its lease (it stalled longer than {lease_s:g} s)")
@@ -292,7 +288,7 @@ def _lease_holder_now(source: str) -> str:
     row = TarsySync.objects.filter(source=source).values("lease_holder", "lease_until_us").first()
     if row is None:
         return "unknown"
-    left_s = max(0, (row["lease_until_us"] - now_us()) / 1e6)
+    left_s = max(0, (row["lease_until_us"] - services.now_us()) / 1e6)
     return f"{row['lease_holder']}, lease ends in {left_s:.0f} s unless renewed"
 
 
@@ -319,7 +315,7 @@ def sync_sessions(
     lease_s = _lease_s(client)
     if not _take_lease(source, holder, lease_s):
         raise SyncAlreadyRunning(f"another sync of {source} is running ({_lease_holder_now(source)})")
-    started_at_us = now_us()
+    started_at_us = services.now_us()
     report = SyncReport()
     try:
         for entries in finished_session_pages(client, since_us):
@@ -357,7 +353,9 @@ def sync_sessions(
 def _record_failure(source: str, exc: Exception) -> None:
     reason = str(exc) if isinstance(exc, SyncError) else f"{type(exc).__name__}: {exc}"
     try:
-        TarsySync.objects.filter(source=source).update(last_error=reason[:2000], last_error_at_us=now_us())
+        TarsySync.objects.filter(source=source).update(
+            last_error=reason[:2000], last_error_at_us=services.now_us()
+        )
     except Exception:  # the database is away: the caller reports the failure all the same
         logger.warning("could not record the failed sync of %s", source, exc_info=True)
 
@@ -418,7 +416,7 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
             "completed_at_us": _int_or_none(seen.get("completed_at_us")),
             "chat_message_count": _int_or_none(entry.get("chat_message_count")),
             "rejected_reason": reason,
-            "synced_at_us": now_us(),
+            "synced_at_us": services.now_us(),
         },
     )
 

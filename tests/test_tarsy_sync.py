@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from scoring import tarsy_sync
+from scoring import services, tarsy_sync
 from scoring.models import AlertSession, SessionScore, TarsySync, TarsySyncedSession
 from tests.support.factories import make_session
 from tests.support.servers import REPO_DIR, child_env
@@ -247,7 +247,7 @@ def test_a_page_that_is_not_json_is_reported(db, tarsy):
 
 def test_a_run_while_another_holds_the_lease_does_nothing(db, tarsy):
     TarsySync.objects.create(
-        source=tarsy.url, lease_holder="host-b pid 7", lease_until_us=tarsy_sync.now_us() + 60e6
+        source=tarsy.url, lease_holder="host-b pid 7", lease_until_us=services.now_us() + 60e6
     )
 
     out, _, error = sync(tarsy.url)
@@ -259,7 +259,7 @@ def test_a_run_while_another_holds_the_lease_does_nothing(db, tarsy):
 
 def test_an_expired_lease_is_taken_over(db, tarsy):
     TarsySync.objects.create(
-        source=tarsy.url, lease_holder="dead host", lease_until_us=tarsy_sync.now_us() - 1
+        source=tarsy.url, lease_holder="dead host", lease_until_us=services.now_us() - 1
     )
 
     out, _, error = sync(tarsy.url)

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.core.management import CommandError, call_command
 
-from scoring import tarsy_sync
+from scoring import services, tarsy_sync
 from scoring.models import AlertSession, SessionScore, TarsySync
 from tests.support.tarsy import new_session
 from tests.support.workers import wait_for
@@ -62,7 +62,7 @@ def test_readyz_fails_when_the_sync_lags_more_than_allowed(client, transactional
     call_command("sync_sessions", tarsy.url)
     assert readyz_sync_check(client)[1]["status"] == "ok"
 
-    TarsySync.objects.update(last_success_at_us=tarsy_sync.now_us() - 700_000_000)
+    TarsySync.objects.update(last_success_at_us=services.now_us() - 700_000_000)
     _, check = readyz_sync_check(client)
     assert check["status"] == "failed" and check["detail"].endswith("s ago (TARSY_SYNC_MAX_LAG_S=600)")
 
