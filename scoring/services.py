@@ -74,6 +74,8 @@ def now_us() -> int:
 
 
 SESSION_WRITE_PERMISSION = "scoring.change_alertsession"
+# Who may store sessions, in words for refusals and the API docs.
+SESSION_WRITERS_RULE = f"the {SESSION_WRITE_PERMISSION} permission, or a user name listed in SESSION_WRITERS"
 
 
 def can_write_sessions(user) -> bool:

@@ -9,10 +9,7 @@ class SessionWriteAllowed(BasePermission):
     """Reading sessions is for anyone signed in; storing them is for TARSy
     (``services.can_write_sessions``)."""
 
-    message = (
-        "Storing sessions is for TARSy: it needs the scoring.change_alertsession permission, "
-        "or a user name listed in SESSION_WRITERS."
-    )
+    message = f"Storing sessions is for TARSy: it needs {services.SESSION_WRITERS_RULE}."
 
     def has_permission(self, request, view) -> bool:
         return request.method in SAFE_METHODS or services.can_write_sessions(request.user)

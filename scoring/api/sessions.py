@@ -134,8 +134,8 @@ NO_SUCH_SESSION = OpenApiResponse(
 )
 NOT_A_WRITER = OpenApiResponse(
     DetailErrorSerializer,
-    description="The user may not store sessions: that needs the scoring.change_alertsession permission "
-    "or a user name listed in SESSION_WRITERS (TARSy's service account).",
+    description=f"The user may not store sessions: that needs {services.SESSION_WRITERS_RULE} "
+    "(TARSy's service account).",
 )
 NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not sent as application/json.")
 
