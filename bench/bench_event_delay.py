@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO_DIR))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tarsy_scoring.settings")
 import django  # noqa: E402
 
-django.setup()  # for the event names, from scoring.events
+django.setup()  # for the event names, from scoring.realtime.events
 
-from scoring import events  # noqa: E402
+from scoring.realtime import events  # noqa: E402
 from tests.support.servers import (  # noqa: E402
     DaphneServer,
     EventClient,

@@ -89,8 +89,8 @@ def make_sessions(count: int) -> list[uuid.UUID]:
     """``count`` finished sessions, copies of the TARSy example (14 KB), stored at once."""
     import json
 
-    from scoring import ingest
     from scoring.models import AlertSession
+    from scoring.tarsy import ingest
 
     fields = ingest.parse_session(json.loads(SAMPLE.read_text()))
     sessions = []
@@ -219,16 +219,16 @@ def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
     """Bare litellm: C threads, each holding two-turn conversations with the same prompts."""
     import litellm
 
-    from scoring.conversation import build_score_prompt
+    from scoring.judge.conversation import build_score_prompt
+    from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
     from scoring.models import AlertSession
-    from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
 
     prompt = build_score_prompt(AlertSession.objects.get(pk=make_sessions(1)[0]))
     call = {
         "model": llm_env["SCORING_LLM_MODEL"],
         "api_base": llm_env["SCORING_LLM_API_BASE"],
         "api_key": llm_env["SCORING_LLM_API_KEY"],
-        # As the service calls it (scoring.llm): its timeout, no SDK or litellm retries.
+        # As the service calls it (scoring.judge.llm): its timeout, no SDK or litellm retries.
         "timeout": llm_timeout_s(args),
         "max_retries": 0,
         "num_retries": 0,

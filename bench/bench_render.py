@@ -24,9 +24,9 @@ import django  # noqa: E402
 
 django.setup()
 
+from scoring.judge.prompts import JUDGE_PROMPT_SCORE, OUTPUT_SCHEMA_SCORE, fill_placeholders  # noqa: E402
+from scoring.judge.rendering import render_alert_data, render_investigation  # noqa: E402
 from scoring.models import AlertSession  # noqa: E402
-from scoring.prompts import JUDGE_PROMPT_SCORE, OUTPUT_SCHEMA_SCORE, fill_placeholders  # noqa: E402
-from scoring.rendering import render_alert_data, render_investigation  # noqa: E402
 
 SAMPLES = REPO / "scoring" / "samples"
 TEMPLATE_SAMPLES = ["01_single_stage_react.json", "03_parallel_agents.json", "08_large_tool_output.json"]

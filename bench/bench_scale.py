@@ -76,8 +76,8 @@ def delete_all() -> None:
 def measure_import(path) -> dict:
     from django.core.management import call_command
 
-    from scoring import ingest
     from scoring.models import AlertSession
+    from scoring.tarsy import ingest
 
     lines = path.read_bytes().splitlines()
     docs = []
@@ -101,8 +101,8 @@ def measure_enqueue() -> dict:
     from django.core.management import call_command
     from django_q.models import OrmQ
 
+    from scoring.judge.prompts import PROMPT_HASH
     from scoring.models import AlertSession, ScoringStatus, SessionScore
-    from scoring.prompts import PROMPT_HASH
 
     ids = list(AlertSession.objects.values_list("session_id", flat=True))
     now_us = time.time_ns() // 1000
@@ -136,8 +136,8 @@ def measure_enqueue() -> dict:
 
 def give_scores() -> None:
     from scoring import services
+    from scoring.judge.prompts import PROMPT_HASH
     from scoring.models import AlertSession, ScoringStatus, SessionScore
-    from scoring.prompts import PROMPT_HASH
 
     rng = random.Random(7)
     scores = []

@@ -49,8 +49,8 @@ def score_row(session_id) -> dict | None:
 @csrf_exempt
 def reference_score(request, session_id):
     """GET: the newest score row as JSON. POST: insert a pending score unless one is active."""
+    from scoring.judge.prompts import PROMPT_HASH
     from scoring.models import ScoringStatus, SessionScore
-    from scoring.prompts import PROMPT_HASH
 
     if request.method == "POST":
         now_us = time.time_ns() // 1000

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT_S = 60
 WEB_STOP_TIMEOUT_S = 15
-# A worker cluster gives its jobs 20 s to record "worker shut down" (scoring/worker.py).
+# A worker cluster gives its jobs 20 s to record "worker shut down" (scoring/jobs/cluster.py).
 WORKER_STOP_TIMEOUT_S = 40
 DEFAULT_FAKE_REPLY = "The investigation followed the evidence.\n\n70"
 

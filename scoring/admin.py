@@ -18,7 +18,8 @@ from django.template.loader import render_to_string
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from scoring import batches, rendering, selectors, services
+from scoring import batches, selectors, services
+from scoring.judge import rendering
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
 from scoring.templatetags.scoring_ui import badge_html, is_current_criteria, us_datetime
 from scoring.templatetags.scoring_ui import duration as duration_text

@@ -130,7 +130,7 @@ class SessionScore(models.Model):
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
-    # Instruction-like text found in the session's data (scoring.injection), one
+    # Instruction-like text found in the session's data (scoring.judge.injection), one
     # short description each: the score may have been steered.
     warnings = models.JSONField(default=list, blank=True)
     # rendering.investigation_digest of the session as the judge read it; null for
@@ -314,7 +314,7 @@ class ScoreReview(models.Model):
 class WorkerHeartbeat(models.Model):
     """The last sign of life of one judge worker cluster (one ``scoring_worker`` process).
 
-    Each cluster upserts its own row every few seconds (``scoring.health``);
+    Each cluster upserts its own row every few seconds (``scoring.ops.health``);
     ``/readyz`` and ``/metrics`` read them to tell whether any worker is alive.
     Rows of clusters gone for long are pruned.
     """
@@ -336,7 +336,7 @@ class WorkerHeartbeat(models.Model):
 
 
 class TarsySync(models.Model):
-    """The sync from one running TARSy (``scoring.tarsy_sync``): its lease and last outcome.
+    """The sync from one running TARSy (``scoring.tarsy.sync``): its lease and last outcome.
 
     One row per TARSy base URL. The lease (holder and expiry, taken and renewed
     by conditional UPDATEs) lets one sync of a TARSy run at a time across every

@@ -7,6 +7,13 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField
 from django.db.models.functions import Cast, Coalesce
 
+from scoring.judge.prompts import (
+    CHARS_PER_TOKEN,
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    JUDGE_PROMPT_SCORE,
+    PROMPT_HASH,
+    estimated_tokens,
+)
 from scoring.models import (
     AlertSession,
     ReviewVerdict,
@@ -16,13 +23,6 @@ from scoring.models import (
     SessionScore,
     SessionStatus,
     SessionWrite,
-)
-from scoring.prompts import (
-    CHARS_PER_TOKEN,
-    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
-    JUDGE_PROMPT_SCORE,
-    PROMPT_HASH,
-    estimated_tokens,
 )
 
 

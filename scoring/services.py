@@ -15,8 +15,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
 
-from scoring import conversation, events, ingest, injection, llm, rendering, selectors
-from scoring.logs import log_context
+from scoring import selectors
+from scoring.jobs import queue
+from scoring.judge import conversation, errors, injection, llm, rendering
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     AlertSession,
     ReviewVerdict,
@@ -27,7 +29,9 @@ from scoring.models import (
     SessionStatus,
     SessionWrite,
 )
-from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
+from scoring.ops.logs import log_context
+from scoring.realtime import events
+from scoring.tarsy import ingest
 
 logger = logging.getLogger(__name__)
 
@@ -218,13 +222,11 @@ def wake_workers(new_scores: int) -> None:
     """Queue wake-up tasks for ``new_scores`` new pending scores: one per worker
     process's worth of slots, since a woken process claims as many as it has free
     slots. In one transaction: with the database broker, one commit for all."""
-    from scoring import tasks  # tasks imports this module
-
     wake_ups = math.ceil(new_scores / settings.SCORING_CONCURRENCY_PER_WORKER)
     try:
         with transaction.atomic():
             for _ in range(wake_ups):
-                tasks.enqueue_wake_up()
+                queue.enqueue_wake_up()
     except Exception:
         # The pending row is the job, and workers also look for pending rows every
         # SCORING_WORKER_POLL_S: the scores still run, only that much later.
@@ -297,7 +299,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             result = conversation.run_judge(
                 session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
             )
-        except llm.JudgeLLMError as exc:
+        except errors.JudgeLLMError as exc:
             return fail_scoring(score.score_id, str(exc))
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
             logger.exception("judge job for score %s lost the database", score.score_id)

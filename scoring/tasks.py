@@ -1,43 +1,17 @@
-"""django-q2 entry points for judge jobs. Thin: each calls one service."""
+"""django-q2 entry points for judge jobs. Thin: each calls one service.
 
-import threading
+django-q2 stores a task by the dotted path of its function (``scoring.tasks.…``, in
+queued tasks and in the cleanup ``Schedule`` row), so these stay here; what
+enqueues them is ``scoring.jobs.queue``."""
 
-from django_q.brokers import get_broker
-from django_q.models import Schedule
-from django_q.tasks import async_task
-
-from scoring import events, runtime, services
-
-CLEANUP_SCHEDULE_NAME = "cleanup-orphaned-scorings"
-
-
-_broker = None
-_broker_lock = threading.Lock()
-
-
-def _process_broker():
-    """This process's django-q2 broker, made on first use. ``async_task`` would make
-    a new one per task (for Redis, a new connection pool); both brokers (Redis, the
-    ORM) are safe to share between threads."""
-    global _broker
-    with _broker_lock:
-        if _broker is None:
-            _broker = get_broker()
-        return _broker
-
-
-def enqueue_wake_up() -> None:
-    async_task(
-        "scoring.tasks.wake_judge_runtime",
-        task_name="wake-judge-runtime",
-        group="scoring",
-        broker=_process_broker(),
-    )
+from scoring import services
+from scoring.jobs import runtime
+from scoring.realtime import events
 
 
 def wake_judge_runtime() -> None:
     """Wake the judge runtime of the worker process that runs this task: it claims
-    pending scores, oldest first, as long as it has free slots (runtime.py).
+    pending scores, oldest first, as long as it has free slots (jobs/runtime.py).
     Returns at once."""
     runtime.get_runtime().wake()
 
@@ -47,11 +21,3 @@ def cleanup_orphans() -> int:
     they are pruned even where no WebSocket client ever starts a web process's relay)."""
     events.prune()
     return services.expire_stale_scorings()
-
-
-def ensure_cleanup_schedule() -> None:
-    """Have the cluster's scheduler fail orphaned scorings every minute."""
-    Schedule.objects.update_or_create(
-        name=CLEANUP_SCHEDULE_NAME,
-        defaults={"func": "scoring.tasks.cleanup_orphans", "schedule_type": Schedule.MINUTES, "minutes": 1},
-    )

@@ -11,7 +11,8 @@ from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from scoring import rendering, selectors
+from scoring import selectors
+from scoring.judge import rendering
 from scoring.models import AlertSession
 from scoring.templatetags.scoring_ui import badge_catalog
 

@@ -13,8 +13,8 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from scoring.request_limits import RequestBodyLimit  # noqa: E402
-from scoring.routing import websocket_urlpatterns  # noqa: E402
+from scoring.realtime.routing import websocket_urlpatterns  # noqa: E402
+from tarsy_scoring.request_limits import RequestBodyLimit  # noqa: E402
 
 # The consumer checks Origin and authentication itself and refuses a socket in
 # its handshake (HTTP 403, docs/websocket.md).

@@ -19,7 +19,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from scoring.tarsy_url import tarsy_url_problem
+from scoring.tarsy.url import tarsy_url_problem
 from tarsy_scoring.private_files import read_or_create
 
 # litellm fetches its model cost map from the internet when imported unless told
@@ -317,7 +317,7 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
-# --- Sync from a running TARSy (scoring.tarsy_sync, docs/sync.md) -------------------------
+# --- Sync from a running TARSy (scoring.tarsy.sync, docs/sync.md) -------------------------
 # Set: each worker cluster syncs sessions from this TARSy every TARSY_SYNC_INTERVAL_S
 # (one cluster at a time across hosts). Also the default URL of `manage.py sync_sessions`.
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
@@ -365,18 +365,18 @@ else:
 # --- Logging -----------------------------------------------------------------------------
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
 # text: human-readable lines; json: one JSON object per line (docs/observability.md).
-# Either way each record carries the fields of scoring.logs.log_context (score_id, session_id).
+# Either way each record carries the fields of scoring.ops.logs.log_context (score_id, session_id).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").lower()
 if LOG_FORMAT not in {"text", "json"}:
     raise ImproperlyConfigured(f"LOG_FORMAT={LOG_FORMAT!r} is not a log format (use text or json)")
-LOGGING_CONFIG = "scoring.logs.configure"
+LOGGING_CONFIG = "scoring.ops.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "scoring.logs.ContextFilter"}},
+    "filters": {"context": {"()": "scoring.ops.logs.ContextFilter"}},
     "formatters": {
-        "text": {"()": "scoring.logs.PlainFormatter"},
-        "json": {"()": "scoring.logs.JsonFormatter"},
+        "text": {"()": "scoring.ops.logs.PlainFormatter"},
+        "json": {"()": "scoring.ops.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
@@ -392,7 +392,7 @@ SCORING_EVENT_RETENTION_S = env_number("SCORING_EVENT_RETENTION_S", 86400, int)
 # events written by worker processes to its WebSocket clients.
 SCORING_EVENT_RELAY_POLL_S = env_number("SCORING_EVENT_RELAY_POLL_S", 0.2)
 # With REDIS_URL: how often each WebSocket connection rejoins its groups and sends
-# stored events it missed (a Redis restart forgets groups; see scoring/consumers.py).
+# stored events it missed (a Redis restart forgets groups; see scoring/realtime/consumers.py).
 SCORING_EVENT_RESYNC_S = env_number("SCORING_EVENT_RESYNC_S", 2.0)
 # How often each web process prunes old events.
 SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)
@@ -400,7 +400,7 @@ SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 36
 # --- Throttling and request size -------------------------------------------------------------
 # Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (MAX_REQUEST_BODY_BYTES) get 413 before any view
 # reads them (DRF's JSON parser would not check the limit itself).
-MIDDLEWARE.insert(1, "scoring.request_limits.RequestBodyLimitMiddleware")
+MIDDLEWARE.insert(1, "tarsy_scoring.request_limits.RequestBodyLimitMiddleware")
 
 # Requests for a scoring (POST .../score) per user: "<count>/<s|min|h|day>", or "" for no
 # limit. The counts live in the cache: per process without REDIS_URL, so with several web
@@ -464,7 +464,7 @@ if not DEBUG and any(network.prefixlen == 0 for network in TRUSTED_PROXY_IPS):
         "X-Forwarded-User; list the oauth2-proxy's addresses or network instead"
     )
 
-# Health and metrics (scoring.health, scoring.metrics).
+# Health and metrics (scoring.ops.health, scoring.ops.metrics).
 READINESS_CHECK_TIMEOUT_S = env_number("READINESS_CHECK_TIMEOUT_S", 2.0)
 # /readyz fails when no worker cluster has reported for this long; 0 skips that check.
 WORKER_HEARTBEAT_MAX_AGE_S = env_number("WORKER_HEARTBEAT_MAX_AGE_S", 60.0)
@@ -477,4 +477,4 @@ METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", "")
 _multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 if _multiproc_dir and not Path(_multiproc_dir).is_dir():
     raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={_multiproc_dir!r} is not a folder; create it first")
-MIDDLEWARE.insert(0, "scoring.metrics.RequestMetricsMiddleware")
+MIDDLEWARE.insert(0, "scoring.ops.metrics.RequestMetricsMiddleware")

@@ -3,7 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
-from scoring import views_health
+from scoring.ops import views as ops_views
 from tarsy_scoring.csp import third_party_page
 
 # DRF's sign-in pages for the browsable API (rest_framework.urls, with the relaxed policy).
@@ -32,7 +32,7 @@ urlpatterns = [
     ),
     path("api/redoc/", third_party_page(SpectacularRedocView.as_view(url_name="schema")), name="redoc"),
     path("api-auth/", include(browsable_api_auth)),
-    path("healthz", views_health.healthz, name="healthz"),
-    path("readyz", views_health.readyz, name="readyz"),
-    path("metrics", views_health.metrics_view, name="metrics"),
+    path("healthz", ops_views.healthz, name="healthz"),
+    path("readyz", ops_views.readyz, name="readyz"),
+    path("metrics", ops_views.metrics_view, name="metrics"),
 ]

@@ -2,8 +2,8 @@
 sessions, the admin for staff only.
 
 (Header, token and cookie sign-in one by one are in tests/test_auth.py, the
-WebSocket handshake refusals in tests/test_consumers.py, the rate limit in
-tests/test_throttle.py.) Here the same rules are checked end to end through a
+WebSocket handshake refusals in tests/realtime/test_consumers.py, the rate limit in
+tests/api/test_throttles.py.) Here the same rules are checked end to end through a
 real daphne process, where the peer address is the real one.
 """
 

@@ -6,7 +6,7 @@ import threading
 import pytest
 from django.db import close_old_connections, connection
 
-from scoring import llm
+from scoring.judge import llm
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

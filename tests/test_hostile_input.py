@@ -3,7 +3,7 @@
 Oversized bodies are refused with 413 before any view reads them, on the WSGI
 and the ASGI (daphne's) paths; malformed bodies, ids and query values get
 400/404 with a message. (Field-by-field validation of session documents is in
-tests/api/test_sessions.py and tests/test_ingest.py.)
+tests/api/test_sessions.py and tests/tarsy/test_ingest.py.)
 """
 
 import asyncio

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scoring import rendering
+from scoring.judge import rendering
 from scoring.models import ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session

@@ -4,9 +4,10 @@ from decimal import Decimal
 
 import pytest
 
-from scoring import events, services
+from scoring import services
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 from scoring.models import ScoringEvent, ScoringStatus, SessionScore
-from scoring.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.realtime import events
 from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Error, Reply
 

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from scoring import batches, selectors, services
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import AlertSession, ScoringCriteria, ScoringStatus, SessionScore
-from scoring.prompts import PROMPT_HASH
 from tests.support.factories import T0_US, make_score, make_session, proxy_client
 from tests.support.fake_llm import Reply
 

@@ -13,8 +13,10 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.urls import reverse
 
-from scoring import ingest, rendering, services
+from scoring import services
+from scoring.judge import rendering
 from scoring.models import AlertSession, SessionScore, SessionWrite
+from scoring.tarsy import ingest
 from tests.support.api import session_document
 from tests.support.factories import make_score, make_session, proxy_client, run_next_scoring
 from tests.support.fake_llm import Reply

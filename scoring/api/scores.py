@@ -12,9 +12,9 @@ from rest_framework.response import Response
 
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer
+from scoring.api.throttles import ScoreRequestThrottle
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import ScoringStatus, SessionScore
-from scoring.prompts import PROMPT_HASH
-from scoring.throttles import ScoreRequestThrottle
 
 
 class ScoreRequestSerializer(serializers.Serializer):

@@ -11,8 +11,8 @@ from rest_framework.response import Response
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer
 from scoring.api.permissions import SessionWriteAllowed
-from scoring.ingest import STATUS_ERROR, InvalidSession
 from scoring.models import AlertSession, SessionStatus
+from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
 
 SUMMARY_FIELDS = [
     "session_id",
@@ -57,7 +57,7 @@ class SessionDetailSerializer(serializers.ModelSerializer):
     """A whole session, as TARSy's history API returns it (fields this service keeps).
 
     It also describes the POST body in the schema; the body itself is validated
-    by ``scoring.ingest``, whose errors name the JSON path of each bad value.
+    by ``scoring.tarsy.ingest``, whose errors name the JSON path of each bad value.
     """
 
     stages = StoredObjectsField(

@@ -12,9 +12,9 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.prompts import PROMPT_HASH
 from scoring.selectors import SCORE_BANDS, band_of
 
 register = template.Library()

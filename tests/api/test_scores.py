@@ -8,8 +8,8 @@ from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from scoring import services
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import ScoringStatus, SessionScore
-from scoring.prompts import PROMPT_HASH
 from tests.support.factories import make_score, make_session, proxy_client
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from scoring import auth, services
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import AlertSession, ScoringStatus, SessionScore
-from scoring.prompts import PROMPT_HASH
 
 T0_US = 1_767_225_600_000_000
 

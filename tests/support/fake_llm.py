@@ -12,7 +12,7 @@ Run it alone for benchmarks and ``bin/topology --fake-llm`` (to try the service,
 
     python -m tests.support.fake_llm --port 8999 --reply "Looks thorough.\n\n70" --delay 2
 
-The HTTP serving is the demo judge's (``scoring.demo_judge``); the pytest fixtures are in
+The HTTP serving is the demo judge's (``scoring.judge.demo_judge``); the pytest fixtures are in
 ``tests/support/fake_llm_fixtures.py``, so that this module imports without pytest.
 """
 
@@ -25,7 +25,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scoring.demo_judge import ChatCompletionsServer, ChatHandler, ChatRequest, chat_completion, error_body
+from scoring.judge.demo_judge import (
+    ChatCompletionsServer,
+    ChatHandler,
+    ChatRequest,
+    chat_completion,
+    error_body,
+)
 
 DEFAULT_REPLY_TEXT = "This is the fake judge's reply."
 

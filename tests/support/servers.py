@@ -249,7 +249,7 @@ def record_in_process(
     code = f"""
         import json, time
         from django.db import transaction
-        from scoring import events
+        from scoring.realtime import events
         from scoring.models import SessionScore
         score = SessionScore.objects.get(score_id={str(score_id)!r})
         ids = []

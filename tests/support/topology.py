@@ -214,7 +214,7 @@ async def run_batch(
     """
     import httpx
 
-    from scoring.consumers import MAX_SUBSCRIPTIONS
+    from scoring.realtime.consumers import MAX_SUBSCRIPTIONS
 
     batch = Batch(web_urls, session_ids, timeout_s=timeout_s)
     ended: dict[str, set[str]] = {url: set() for url in web_urls}

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from scoring import events
+from scoring.realtime import events
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from scoring import batches, selectors
+from scoring.judge.prompts import estimated_tokens
 from scoring.management.options import since_us
-from scoring.prompts import estimated_tokens
 
 # How many of the sessions over SCORING_MAX_INPUT_TOKENS a dry run names.
 LISTED_OVER_BOUND = 20

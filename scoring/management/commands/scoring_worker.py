@@ -2,7 +2,8 @@ import logging
 
 from django.core.management.base import BaseCommand
 
-from scoring import tasks, worker
+from scoring import tasks
+from scoring.jobs import cluster, queue
 
 logger = logging.getLogger(__name__)
 
@@ -17,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         failed = tasks.cleanup_orphans()
-        tasks.ensure_cleanup_schedule()
+        queue.ensure_cleanup_schedule()
         # A service's lines all go through logging, so that LOG_FORMAT=json holds for each.
         logger.info("orphaned scorings marked failed: %d", failed)
-        worker.run_cluster()
+        cluster.run_cluster()

@@ -3,9 +3,9 @@ import getpass
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scoring import tarsy_sync
 from scoring.management.options import since_us
-from scoring.tarsy_url import tarsy_url_problem
+from scoring.tarsy import sync
+from scoring.tarsy.url import tarsy_url_problem
 
 
 class Command(BaseCommand):
@@ -46,23 +46,23 @@ class Command(BaseCommand):
         if tarsy_url_problem(url):
             raise CommandError(tarsy_url_problem(url))
         try:
-            headers = dict(tarsy_sync.parse_header(text) for text in header)
+            headers = dict(sync.parse_header(text) for text in header)
         except ValueError as exc:
             raise CommandError(f"--header {exc}") from None
-        client = tarsy_sync.TarsyClient.configured(
+        client = sync.TarsyClient.configured(
             url, token=settings.TARSY_TOKEN if token is None else token, headers=headers
         )
         try:
-            report = tarsy_sync.sync_sessions(
+            report = sync.sync_sessions(
                 client,
                 since_us=since_us(since) if since else None,
                 score=score,
-                triggered_by=f"{tarsy_sync.SCORING_TRIGGER_PREFIX}:cli:{getpass.getuser()}",
+                triggered_by=f"{sync.SCORING_TRIGGER_PREFIX}:cli:{getpass.getuser()}",
             )
-        except tarsy_sync.SyncAlreadyRunning as exc:
+        except sync.SyncAlreadyRunning as exc:
             self.stdout.write(f"{exc}; nothing done")
             return
-        except tarsy_sync.SyncError as exc:
+        except sync.SyncError as exc:
             if exc.report is not None:
                 self._write(exc.report)
             raise CommandError(str(exc)) from None
@@ -70,7 +70,7 @@ class Command(BaseCommand):
         if report.rejected:
             raise CommandError(f"{len(report.rejected)} rejected")
 
-    def _write(self, report: tarsy_sync.SyncReport) -> None:
+    def _write(self, report: sync.SyncReport) -> None:
         for session_id, note in report.noted:
             self.stdout.write(f"noted: {session_id}: {note}")
         for session_id, reason in report.rejected:

@@ -1,0 +1,157 @@
+"""Many judge jobs at once inside one worker process, pulled from the database.
+
+A judge job spends nearly all of its 10-60 s waiting on the LLM over the
+network. Running one job per worker process would take hundreds of processes
+(each ~100 MB) for hundreds of scorings in flight, so each worker process runs
+up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
+on the network with the GIL released, and hold no database connection while
+they wait (see llm.py).
+
+The pending row is the job. Whenever slots are free, the process's dispatcher
+thread claims as many of the oldest pending scores (within the global limit)
+and hands each to a thread. The django-q2 wake-up tasks queued when new scores
+commit only wake a dispatcher; dispatchers also look every ``SCORING_WORKER_POLL_S``. So a process
+whose slots are all busy never holds work that another process could start,
+and a score is run even if its wake-up was lost (Redis has no receipts).
+
+SIGTERM to a worker process fails every job it holds with "worker shut down"
+(and so sends their events), then ends the process at once: waiting for the
+judge to answer could take minutes, and the scores are already recorded.
+"""
+
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import connection
+
+from scoring import services
+from scoring.realtime import events
+
+logger = logging.getLogger(__name__)
+# How long a stopping worker waits for a claim in progress.
+CLAIM_WAIT_S = 10.0
+
+
+class JudgeRuntime:
+    def __init__(self, slots: int, poll_s: float):
+        self.slots = slots
+        self.poll_s = poll_s
+        self._free_slots = threading.BoundedSemaphore(slots)
+        self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="judge")
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        # Held by the dispatcher from a claim until its scores are in ``_held``, so
+        # that shutting down fails every score this process has claimed.
+        self._claiming = threading.Lock()
+        self._stopping = False
+        self._dispatcher = threading.Thread(target=self._dispatch_forever, name="judge-dispatcher", daemon=True)
+
+    def start(self) -> None:
+        self._dispatcher.start()
+
+    def wake(self) -> None:
+        """Look for pending scores now rather than at the next poll."""
+        self._wake.set()
+
+    def held(self) -> list[str]:
+        with self._lock:
+            return sorted(self._held)
+
+    def _dispatch_forever(self) -> None:
+        while True:
+            try:
+                idle = self._dispatch_once()
+            except Exception:  # the dispatcher must never die: nothing else claims scores
+                logger.exception("judge dispatcher failed; going on in %s s", self.poll_s)
+                idle = True
+            if idle:
+                self._wake.wait(self.poll_s)
+                self._wake.clear()
+
+    def _dispatch_once(self) -> bool:
+        """Claim pending scores for the free slots and start them; True if slots stay free."""
+        self._free_slots.acquire()
+        free = 1
+        while self._free_slots.acquire(blocking=False):
+            free += 1
+        with self._claiming:
+            scores = [] if self._stopping else self._claim(free)
+            with self._lock:
+                self._held.update(str(score.score_id) for score in scores)
+        for _ in range(free - len(scores)):
+            self._free_slots.release()
+        for score in scores:
+            self._pool.submit(self._run, score)
+        connection.close()  # hold no connection between claims
+        return len(scores) < free  # nothing more pending, or the global limit is reached
+
+    def _claim(self, limit: int) -> list:
+        try:
+            return services.claim_pending_scores(limit)
+        except Exception:  # the database is away; the dispatcher must outlive it
+            logger.exception("could not claim pending scores; trying again in %s s", self.poll_s)
+            return []
+
+    def _run(self, score) -> None:
+        try:
+            services.run_claimed_score(score)
+        except Exception:  # run_claimed_score records its own failures; this is a last resort
+            logger.exception("judge job for score %s crashed", score.score_id)
+        finally:
+            with self._lock:
+                self._held.discard(str(score.score_id))
+            connection.close()  # this thread's; threads are reused for other jobs
+            self._free_slots.release()
+
+    def stop_claiming(self) -> bool:
+        """Claim no more scores; wait (at most CLAIM_WAIT_S) for a claim in progress to
+        register its scores in ``held``. False if it did not finish in time."""
+        self._stopping = True
+        if not self._claiming.acquire(timeout=CLAIM_WAIT_S):
+            return False
+        self._claiming.release()
+        return True
+
+    def shut_down(self, signum, frame) -> None:
+        """SIGTERM handler: fail the held jobs, then end the process."""
+        # A second SIGTERM (the service manager signals every process, and the
+        # cluster forwards it too) must not re-enter this handler mid-write.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        claim_done = self.stop_claiming()
+        held = self.held()
+        logger.info("worker process stopping: failing %d judge jobs it holds", len(held))
+        for score_id in held:
+            try:
+                services.fail_scoring(score_id, services.WORKER_SHUT_DOWN)
+            except Exception:  # the orphan cleanup will fail it instead
+                logger.exception("could not record the shutdown of score %s", score_id)
+        if not claim_done:
+            logger.warning("a claim was still running; its scores will be failed as orphans")
+        # os._exit skips atexit: send the failed events before going.
+        events.flush_published()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+_runtime: JudgeRuntime | None = None
+_runtime_lock = threading.Lock()
+
+
+def get_runtime() -> JudgeRuntime:
+    """This process's runtime, started (and its SIGTERM handler set) on first use."""
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = JudgeRuntime(settings.SCORING_CONCURRENCY_PER_WORKER, settings.SCORING_WORKER_POLL_S)
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, _runtime.shut_down)
+            _runtime.start()
+        return _runtime

@@ -1,0 +1,135 @@
+"""The judge's two-turn conversation about one session.
+
+Turn 1 sends the score prompt and takes the total score from the last line of
+the reply; turn 2 sends the missing-tools follow-up in the same conversation,
+so the judge sees its own turn-1 analysis.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+
+from scoring.judge import errors, injection, llm
+from scoring.judge.prompts import (
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    JUDGE_PROMPT_SCORE,
+    OUTPUT_SCHEMA_SCORE,
+    RESTATE_SCORE_PROMPT,
+    fill_placeholders,
+)
+from scoring.judge.rendering import render_alert_data, render_investigation
+from scoring.realtime import events
+
+# Markdown emphasis a judge may wrap its score line in ("**75**", "`75`").
+_EMPHASIS = re.compile(r"[*_`]+")
+# The spec's pattern, `(\d+)\s*$`, anchored so that "-1" or "7.5" do not pass
+# as 1 or 5: the digits must not follow a sign, decimal point or slash.
+_SCORE_AT_END = re.compile(r"(?<![\d.\-+/])(\d+)\s*$")
+RAW_REPLY_TAIL_CHARS = 500
+
+
+@dataclass
+class JudgeResult:
+    total_score: int
+    score_analysis: str
+    missing_tools_analysis: str
+    judge_model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: Decimal | None = None
+
+
+def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
+    """The turn-1 prompt: the spec's score prompt with the session filled in.
+
+    The session's values are untrusted, so each is fenced between boundary
+    markers with a random token drawn for this prompt (``boundary_token`` fixes
+    it, for tests); see ``scoring.judge.injection``.
+    """
+    token = boundary_token or injection.new_boundary_token()
+    return fill_placeholders(
+        JUDGE_PROMPT_SCORE,
+        {
+            "SESSION_CONVERSATION": injection.wrap_untrusted(render_investigation(session), token),
+            "ALERT_DATA": injection.wrap_untrusted(render_alert_data(session.alert_data), token),
+            "OUTPUT_SCHEMA": OUTPUT_SCHEMA_SCORE,
+        },
+    )
+
+
+def extract_score(reply: str) -> tuple[int | None, str]:
+    """Return (score, analysis): the score on the reply's last non-empty line,
+    and the reply without that line. The score is None if the last line does
+    not end in an integer from 0 to 100; the analysis is then the whole reply.
+    """
+    text = reply.rstrip()
+    head, _, last_line = text.rpartition("\n")
+    match = _SCORE_AT_END.search(_EMPHASIS.sub("", last_line))
+    if match is None or not 0 <= int(match.group(1)) <= 100:
+        return None, text
+    return int(match.group(1)), head.rstrip()
+
+
+class _Usage:
+    """Adds up tokens and cost over the conversation's calls."""
+
+    def __init__(self):
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.cost_usd: Decimal | None = None
+        self.model = ""
+
+    def add(self, reply: llm.LLMReply) -> str:
+        self.input_tokens += reply.input_tokens or 0
+        self.output_tokens += reply.output_tokens or 0
+        if reply.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or Decimal(0)) + reply.cost_usd
+        self.model = reply.model
+        return reply.content
+
+
+def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | None = None) -> JudgeResult:
+    """Hold the two-turn judge conversation about ``session``.
+
+    ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
+    (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
+    and ``errors.InputTooLarge`` before any call when the prompt is over
+    SCORING_MAX_INPUT_TOKENS.
+    """
+    usage = _Usage()
+
+    def ask(messages: list[dict]) -> str:
+        return usage.add(llm.complete(messages, deadline=deadline))
+
+    prompt = build_score_prompt(session)
+    llm.check_input_size(len(prompt))
+    on_phase(events.PHASE_ANALYZING)
+    messages = [{"role": "user", "content": prompt}]
+    turn1 = ask(messages)
+    messages.append({"role": "assistant", "content": turn1})
+    total_score, score_analysis = extract_score(turn1)
+    if total_score is None:
+        messages.append({"role": "user", "content": RESTATE_SCORE_PROMPT})
+        restated = ask(messages)
+        messages.append({"role": "assistant", "content": restated})
+        total_score, _ = extract_score(restated)
+        if total_score is None:
+            raise errors.ScoreExtractionError(
+                "judge reply has no 0-100 score on its last line, even when asked to restate it; "
+                f"reply ends with: {turn1[-RAW_REPLY_TAIL_CHARS:]!r}; restated: {restated[-100:]!r}"
+            )
+
+    on_phase(events.PHASE_MISSING_TOOLS)
+    messages.append({"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS})
+    missing_tools_analysis = ask(messages)
+
+    return JudgeResult(
+        total_score=total_score,
+        score_analysis=score_analysis,
+        missing_tools_analysis=missing_tools_analysis,
+        judge_model=usage.model,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+    )

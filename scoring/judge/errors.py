@@ -1,0 +1,48 @@
+"""The judge's errors: what ``llm.complete`` and ``conversation.run_judge`` raise.
+
+In a module of their own so that the circuit breaker, which the LLM client calls,
+can raise them without importing that client back.
+``str(error)`` is meant for operators and is stored with the failed score.
+"""
+
+
+class JudgeLLMError(Exception):
+    """A judge call failed."""
+
+    # Whether the failure says something about the provider, for the circuit breaker.
+    counts_for_circuit = True
+
+
+# Each error takes its message as first argument so that it survives pickling
+# (django-q2 pickles what a task raises).
+
+
+class JudgeNotConfigured(JudgeLLMError):
+    def __init__(self, message: str = "no judge model configured: set SCORING_LLM_MODEL"):
+        super().__init__(message)
+
+
+class CircuitOpen(JudgeLLMError):
+    """Recent calls all failed; new calls fail fast until the cool-down ends."""
+
+
+class ContextWindowExceeded(JudgeLLMError):
+    """The session is too large for the model: the session's fault, not the provider's."""
+
+    counts_for_circuit = False
+
+
+class InputTooLarge(JudgeLLMError):
+    """The prompt is over SCORING_MAX_INPUT_TOKENS: refused before any call, the session's fault."""
+
+    counts_for_circuit = False
+
+
+class DeadlineReached(JudgeLLMError):
+    def __init__(self, message: str, provider_failed: bool = False):
+        super().__init__(message)
+        self.counts_for_circuit = provider_failed
+
+
+class ScoreExtractionError(JudgeLLMError):
+    """The judge gave no usable 0-100 score, even when asked to restate it."""

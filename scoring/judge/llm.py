@@ -1,0 +1,334 @@
+"""Every judge LLM call goes through ``complete``: retries, backoff, timeouts, breaker.
+
+litellm is imported on first use only: importing it takes seconds, and the web
+process never calls the judge. litellm's own retries are off; we retry here so
+that backoff, Retry-After and the deadline are ours and show in the logs.
+See docs/llm.md.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+
+from django.conf import settings
+from django.db import connection
+
+from scoring.judge import circuit
+from scoring.judge.errors import (
+    ContextWindowExceeded,
+    DeadlineReached,
+    InputTooLarge,
+    JudgeLLMError,
+    JudgeNotConfigured,
+)
+from scoring.judge.prompts import CHARS_PER_TOKEN, estimated_tokens
+from scoring.ops import metrics
+
+logger = logging.getLogger("scoring.judge.llm")
+
+LOG_TEXT_LIMIT = 1000  # spec: requests and replies are logged truncated to 1000 characters
+DETAIL_LIMIT = 300  # provider text kept in a user-facing error message
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    content: str  # "" if the provider returned no content
+    input_tokens: int | None
+    output_tokens: int | None
+    cost_usd: Decimal | None  # None when litellm does not know the model's price
+    model: str  # the configured model that answered
+
+
+def check_input_size(prompt_chars: int) -> None:
+    """Refuse a prompt of ``prompt_chars`` characters whose estimated tokens exceed
+    SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
+    tokens = estimated_tokens(prompt_chars)
+    if tokens > settings.SCORING_MAX_INPUT_TOKENS:
+        raise InputTooLarge(
+            f"the judge prompt of this session is about {tokens:,} tokens (estimated at "
+            f"{CHARS_PER_TOKEN} characters a token), over SCORING_MAX_INPUT_TOKENS="
+            f"{settings.SCORING_MAX_INPUT_TOKENS:,}: nothing was sent to the judge"
+        )
+
+
+# --- One failed attempt, classified -------------------------------------------------------------
+
+RETRYABLE_KINDS = {"rate_limited", "timeout", "server", "connection", "unreadable"}
+
+
+@dataclass(frozen=True)
+class _Failure:
+    kind: str
+    status: int | None
+    detail: str
+    retry_after: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE_KINDS
+
+    @property
+    def summary(self) -> str:
+        return f"{self.kind.replace('_', ' ')} ({self.status}): {self.detail}"
+
+    def describe(self, attempts: int, timeout: float) -> str:
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        match self.kind:
+            case "rate_limited":
+                return f"judge LLM rate-limited ({self.status}) after {tries}: {self.detail}"
+            case "timeout":
+                return f"judge LLM request timed out after {round(timeout, 1):g} s ({tries})"
+            case "server":
+                return f"judge LLM provider error ({self.status}) after {tries}: {self.detail}"
+            case "connection":
+                where = settings.SCORING_LLM_API_BASE or "the provider's default address"
+                return f"could not connect to the judge LLM at {where} ({tries}): {self.detail}"
+            case "unreadable":
+                return f"judge LLM returned an unreadable response after {tries}: {self.detail}"
+            case "auth":
+                return f"judge LLM rejected the credentials ({self.status}): {self.detail}"
+            case "context_window":
+                return f"session too large for the judge model's context window: {self.detail}"
+            case "client":
+                return f"judge LLM client is misconfigured: {self.detail}"
+            case _:
+                return f"judge LLM rejected the request ({self.status}): {self.detail}"
+
+
+def _classify(exc: Exception) -> _Failure:
+    """Sort a litellm exception into what we do about it (found by calling a fake provider)."""
+    import httpx
+    import litellm
+    import openai
+
+    status = getattr(exc, "status_code", None)
+    detail = _provider_detail(exc)
+    causes = _cause_chain(exc)
+    if isinstance(exc, litellm.Timeout):
+        return _Failure("timeout", status, detail)
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return _Failure("context_window", status, detail)
+    if isinstance(exc, litellm.RateLimitError) or status == 429:
+        return _Failure("rate_limited", 429, detail, _retry_after_s(exc))
+    if status in (401, 403):
+        return _Failure("auth", status, detail)
+    # Bad or missing responses reach us as 500s; the cause chain says what really happened.
+    if any(isinstance(cause, json.JSONDecodeError) for cause in causes):
+        return _Failure("unreadable", status, detail)
+    if any(isinstance(cause, (httpx.TransportError, openai.APIConnectionError)) for cause in causes):
+        return _Failure("connection", status, detail)
+    if type(causes[-1]) is openai.OpenAIError:  # raised by the client itself, e.g. no API key
+        return _Failure("client", status, detail)
+    if status is None or status >= 500:
+        return _Failure("server", status, detail, _retry_after_s(exc))
+    return _Failure("rejected", status, detail)
+
+
+def _cause_chain(exc: BaseException) -> list[BaseException]:
+    chain = []
+    while exc is not None and len(chain) < 20:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return chain
+
+
+# litellm prefixes provider text with its class names: "litellm.RateLimitError: RateLimitError:
+# OpenAIException - Rate limit reached". Operators need the provider's part.
+_LITELLM_PREFIX = re.compile(r"^(?:[\w.]+: )*(?:\w+Exception - )?")
+
+
+def _provider_detail(exc: Exception) -> str:
+    text = str(getattr(exc, "message", None) or exc)
+    return _truncate(_LITELLM_PREFIX.sub("", text, count=1).strip(), DETAIL_LIMIT)
+
+
+def _retry_after_s(exc: Exception) -> float | None:
+    """The Retry-After header of a failed response, in seconds (a number or an HTTP date)."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    value = headers.get("retry-after") if headers is not None else None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+# --- The call -------------------------------------------------------------------------------------
+
+
+@cache
+def preload() -> None:
+    """Import litellm now (~5 s, far more on a busy machine) rather than inside
+    the first judge job, where it would eat into that job's deadline."""
+    _litellm()
+
+
+def _litellm():
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
+    return litellm
+
+
+def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply:
+    """Send one chat conversation to the judge model and return its reply.
+
+    ``deadline`` is a ``time.monotonic()`` timestamp by which the call must be
+    over, retries included. Raises ``JudgeLLMError`` (or a subclass) on failure.
+    """
+    model = settings.SCORING_LLM_MODEL
+    if not model:
+        raise JudgeNotConfigured()
+    circuit.check(model)
+    release_db_connection()
+    try:
+        reply = _complete_with_retries(model, messages, deadline)
+    except JudgeLLMError as error:
+        logger.warning("judge LLM call to %s failed: %s", model, error)
+        if error.counts_for_circuit:
+            circuit.record_failure(model, str(error))
+        raise
+    circuit.record_success(model)
+    return reply
+
+
+def release_db_connection() -> None:
+    """Give this thread's database connection back while it waits on the judge.
+
+    Hundreds of judge calls can be in flight, each for up to a minute, and
+    PostgreSQL allows 100 connections by default; the next query reconnects.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _complete_with_retries(model: str, messages: list[dict], deadline: float | None) -> LLMReply:
+    max_attempts = 1 + settings.SCORING_LLM_MAX_RETRIES
+    failure: _Failure | None = None
+    for attempt in range(1, max_attempts + 1):
+        timeout = _attempt_timeout(deadline, attempt - 1, failure)
+        try:
+            return _complete_once(model, messages, timeout, attempt)
+        except _AttemptFailed as failed:
+            failure = failed.failure
+        if not failure.retryable:
+            raise _error_for(failure, attempt, timeout)
+        if attempt == max_attempts:
+            break
+        wait = _backoff_s(attempt, failure)
+        if deadline is not None and time.monotonic() + wait >= deadline:
+            raise _deadline_reached(failure, attempt, timeout)
+        logger.warning(
+            "judge LLM attempt %d/%d failed, %s; retrying in %.2f s",
+            attempt,
+            max_attempts,
+            failure.summary,
+            wait,
+        )
+        time.sleep(wait)
+    raise _error_for(failure, max_attempts, timeout)
+
+
+def _attempt_timeout(deadline: float | None, attempts_made: int, failure: _Failure | None) -> float:
+    timeout = settings.SCORING_LLM_TIMEOUT_S
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _deadline_reached(failure, attempts_made, timeout)
+    return min(timeout, left)
+
+
+def _deadline_reached(failure: _Failure | None, attempts: int, timeout: float) -> DeadlineReached:
+    message = "scoring deadline reached before the judge LLM answered"
+    if failure is not None:
+        message += ": " + failure.describe(attempts, timeout)
+    # Failed attempts before the deadline count against the provider; running out of time alone does not.
+    return DeadlineReached(message, provider_failed=failure is not None)
+
+
+def _backoff_s(attempt: int, failure: _Failure) -> float:
+    if failure.retry_after is not None:
+        return min(failure.retry_after, settings.SCORING_LLM_MAX_RETRY_AFTER_S)
+    return settings.SCORING_LLM_BACKOFF_S * 2 ** (attempt - 1)
+
+
+def _error_for(failure: _Failure, attempts: int, timeout: float) -> JudgeLLMError:
+    message = failure.describe(attempts, timeout)
+    return ContextWindowExceeded(message) if failure.kind == "context_window" else JudgeLLMError(message)
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, failure: _Failure):
+        super().__init__(failure.detail)
+        self.failure = failure
+
+
+def _complete_once(model: str, messages: list[dict], timeout: float, attempt: int) -> LLMReply:
+    litellm = _litellm()
+    import openai
+
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("judge LLM request to %s: %s", model, _truncate(json.dumps(messages), LOG_TEXT_LIMIT))
+    started = time.monotonic()
+    try:
+        response = litellm.completion(
+            model=model,
+            messages=messages,
+            api_base=settings.SCORING_LLM_API_BASE,
+            api_key=settings.SCORING_LLM_API_KEY,
+            timeout=timeout,
+            max_retries=0,  # the provider SDK's retries
+            num_retries=0,  # litellm's retries
+        )
+    except openai.OpenAIError as exc:  # every litellm exception derives from it
+        failure = _classify(exc)
+        metrics.observe_llm_call(time.monotonic() - started, failure.kind)
+        raise _AttemptFailed(failure) from exc
+    metrics.observe_llm_call(time.monotonic() - started, "ok")
+    content, input_tokens, output_tokens = _read_response(response)
+    logger.info(
+        "judge LLM %s answered in %.1f s (attempt %d; %s input / %s output tokens)",
+        model,
+        time.monotonic() - started,
+        attempt,
+        input_tokens,
+        output_tokens,
+    )
+    logger.debug("judge LLM reply: %s", _truncate(content, LOG_TEXT_LIMIT))
+    return LLMReply(content, input_tokens, output_tokens, _cost_usd(response), model)
+
+
+def _read_response(response) -> tuple[str, int | None, int | None]:
+    try:
+        content = response.choices[0].message.content or ""
+    except (AttributeError, IndexError) as exc:
+        raise _AttemptFailed(_Failure("unreadable", None, f"no choices in the response: {exc}")) from exc
+    usage = getattr(response, "usage", None)
+    return content, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+
+
+def _cost_usd(response) -> Decimal | None:
+    try:
+        cost = _litellm().completion_cost(completion_response=response)
+    except Exception as exc:  # noqa: BLE001 - litellm raises several kinds for a model without a price
+        logger.debug("no cost for this judge reply: %s", exc)
+        return None
+    return Decimal(str(cost))

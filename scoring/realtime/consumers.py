@@ -1,0 +1,334 @@
+"""The dashboard WebSocket at ``/api/v1/ws``: TARSy's subscribe/catchup protocol.
+
+Protocol, replay, close codes and authentication are described in docs/websocket.md.
+"""
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from urllib.parse import urlsplit
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.http.request import split_domain_port, validate_host
+
+from scoring import selectors
+from scoring.auth import ProxyIdentityRefused, proxy_request_user
+from scoring.realtime import events, relay
+
+logger = logging.getLogger(__name__)
+
+# RFC 6455's "Try Again Later": the channel layer (Redis) is unreachable.
+CLOSE_TRY_AGAIN_LATER = 1013
+# Bound on one channel-layer call (group_add, group_discard).
+LAYER_TIMEOUT_S = 5.0
+# Age after which no event with a lower id can still be committing (see send_unsent_events).
+RESYNC_GRACE_S = 10.0
+MAX_SUBSCRIPTIONS = 100
+# Event ids remembered per connection to send each event once (an event can
+# arrive through two subscribed channels, or live, replayed and in a catchup):
+# enough for a full replay of every subscription.
+REMEMBERED_EVENT_IDS = MAX_SUBSCRIPTIONS * events.REPLAY_LIMIT
+
+
+def request_meta(scope: dict) -> dict:
+    """The WSGI-style META of a WebSocket handshake, as ``scoring.auth`` reads it."""
+    meta = {"REMOTE_ADDR": scope["client"][0] if scope.get("client") else None}
+    for name, value in scope.get("headers", []):
+        meta["HTTP_" + name.decode("latin-1").upper().replace("-", "_")] = value.decode("latin-1")
+    return meta
+
+
+def origin_allowed(origin: str, host: str | None) -> bool:
+    """Whether a browser page from ``origin`` may open the socket, by the rules of
+    Django's CSRF origin check: a page served by this host (the handshake's Host,
+    port included, which must be an allowed host), or a CSRF_TRUSTED_ORIGINS entry."""
+    if origin in settings.CSRF_TRUSTED_ORIGINS:
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or not parts.netloc or host is None:
+        return False
+    if parts.netloc.lower() != host.lower():
+        return False
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
+
+
+def refusal_reason(scope: dict) -> str | None:
+    """Why a connection may not listen, or None if it may.
+
+    Listeners authenticate like the REST API: oauth2-proxy headers from a
+    trusted address, or a Django session cookie. A browser always sends
+    Origin, and a foreign one is refused (cross-site WebSocket hijacking). A
+    handshake without Origin comes from a non-browser client, accepted only
+    when the proxy vouches for it: a bare session cookie is not enough.
+    """
+    meta = request_meta(scope)
+    origin = meta.get("HTTP_ORIGIN")
+    if origin is not None and not origin_allowed(origin, meta.get("HTTP_HOST")):
+        return "foreign origin"
+    try:
+        if proxy_request_user(meta, scope.get("headers", [])) is not None:
+            return None
+    except ProxyIdentityRefused as exc:
+        return str(exc)
+    user = scope.get("user")
+    if user is None or not user.is_authenticated:
+        return "not authenticated"
+    return None if origin is not None else "session cookie without origin"
+
+
+class ProtocolError(Exception):
+    """A client message the protocol cannot act on; reported, connection kept."""
+
+
+class LayerUnavailable(Exception):
+    """The channel layer failed or did not answer within LAYER_TIMEOUT_S."""
+
+
+async def within_layer_timeout(call):
+    """Await a channel-layer call; raise ``LayerUnavailable`` if it fails or hangs."""
+    try:
+        return await asyncio.wait_for(call, LAYER_TIMEOUT_S)
+    except Exception as exc:
+        raise LayerUnavailable(str(exc) or type(exc).__name__) from exc
+
+
+class RecentIds:
+    """The last ``size`` ids added, for membership tests."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.ids: OrderedDict[int, None] = OrderedDict()
+
+    def add(self, event_id: int) -> None:
+        self.ids[event_id] = None
+        if len(self.ids) > self.size:
+            self.ids.popitem(last=False)
+
+    def __contains__(self, event_id: int) -> bool:
+        return event_id in self.ids
+
+
+def shown(value) -> str:
+    """A client's value in an error message: a string (cut short) or None as such, else its type
+    (a list would not hash as a handler key, a deeply nested one would not even print)."""
+    if value is None or isinstance(value, str):
+        return repr(value)[:100]
+    return f"of type {type(value).__name__}"
+
+
+def channel_of(content: dict) -> str:
+    if "channel" not in content:
+        raise ProtocolError("missing field 'channel'")
+    if not isinstance(content["channel"], str):
+        raise ProtocolError(f"'channel' must be a string, not {type(content['channel']).__name__}")
+    try:
+        return events.parse_channel(content["channel"])
+    except events.InvalidChannel as exc:
+        raise ProtocolError(str(exc)) from exc
+
+
+def last_event_id_of(content: dict) -> int:
+    value = content.get("last_event_id")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProtocolError("'last_event_id' must be a non-negative integer (0 for everything stored)")
+    return value
+
+
+class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
+    """One dashboard connection: channel subscriptions, catchup, keepalive."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.connection_id = str(uuid.uuid4())
+        self.subscriptions: set[str] = set()
+        self.sent_ids = RecentIds(REMEMBERED_EVENT_IDS)
+        # channel -> the id up to which the database has been checked for it (resync).
+        self.checked_up_to: dict[str, int] = {}
+        self.resync_task: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send):
+        # The resync task must end with the connection, also when the consumer
+        # ends by an exception (then ``disconnect`` is not called).
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.resync_task is not None:
+                self.resync_task.cancel()
+
+    async def connect(self):
+        reason = await database_sync_to_async(refusal_reason)(self.scope)
+        if reason is not None:
+            # Closing before accepting refuses the handshake (daphne answers
+            # HTTP 403). The dashboards reset their reconnect back-off whenever
+            # a socket opens, so accepting and then closing would make them
+            # reconnect several times a second, forever.
+            logger.info("websocket %s refused: %s", self.connection_id, reason)
+            await self.close()
+            return
+        await self.accept()
+        await relay.ensure_running()
+        if events.publishes_directly():
+            self.resync_task = asyncio.create_task(self.resync_forever())
+        await self.send_json({"type": "connection.established", "connection_id": self.connection_id})
+
+    async def disconnect(self, code):
+        if self.resync_task is not None:
+            self.resync_task.cancel()
+        try:
+            for channel in self.subscriptions:
+                await self.leave(channel)
+        except LayerUnavailable as exc:
+            # Harmless: the layer forgets a group member after its group expiry.
+            logger.warning("websocket %s: could not leave its groups: %s", self.connection_id, exc)
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        try:
+            content = json.loads(text_data if text_data is not None else bytes_data)
+        except (TypeError, ValueError):
+            await self.send_error("message is not valid JSON")
+            return
+        except RecursionError:
+            await self.send_error("message is nested too deeply")
+            return
+        await self.receive_json(content)
+
+    async def receive_json(self, content, **kwargs):
+        handlers = {
+            "subscribe": self.subscribe,
+            "unsubscribe": self.unsubscribe,
+            "catchup": self.catchup,
+            "ping": self.ping,
+        }
+        action = content.get("action") if isinstance(content, dict) else None
+        if not isinstance(action, str) or action not in handlers:
+            await self.send_error(f"unknown action {shown(action)}: use one of {sorted(handlers)}")
+            return
+        try:
+            await handlers[action](content)
+        except ProtocolError as exc:
+            await self.send_error(str(exc))
+        except LayerUnavailable as exc:
+            # Without the layer no live event can reach this connection: close it,
+            # so that the client reconnects and catches up once the layer is back.
+            logger.warning("websocket %s: channel layer unavailable (%s); closing", self.connection_id, exc)
+            await self.send_error("live events unavailable (channel layer down): reconnect and catch up")
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+
+    async def send_error(self, message: str) -> None:
+        await self.send_json({"type": "error", "message": message})
+
+    async def subscribe(self, content: dict) -> None:
+        channel = channel_of(content)
+        if channel not in self.subscriptions:
+            if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+                raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
+            await self.join(channel)
+            self.subscriptions.add(channel)
+            self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
+        await self.send_json({"type": "subscription.confirmed", "channel": channel})
+        await self.replay(channel)
+
+    async def replay(self, channel: str) -> None:
+        """Send the channel's newest stored events (Go TARSy's dashboard expects
+        them after every subscribe), then ``catchup.overflow`` if older ones
+        were left out.
+
+        Runs after joining the channel's group, so an event committed after the
+        query arrives live; one both replayed and live is sent once. Live
+        messages wait until this handler returns (a consumer handles one
+        message at a time), so they come after the replay.
+        """
+        recent, left_out = await database_sync_to_async(events.recent_events)(channel)
+        for event in recent:
+            await self.send_event(event)
+        if left_out:
+            await self.send_json({"type": "catchup.overflow", "channel": channel, "has_more": True})
+
+    async def unsubscribe(self, content: dict) -> None:
+        channel = channel_of(content)
+        if channel in self.subscriptions:
+            await self.leave(channel)
+            self.subscriptions.discard(channel)
+        await self.send_json({"type": "subscription.cancelled", "channel": channel})
+
+    async def catchup(self, content: dict) -> None:
+        """Replay one page of stored events after ``last_event_id``; the client
+        asks again from the returned ``last_event_id`` while ``has_more``."""
+        channel = channel_of(content)
+        last_event_id = last_event_id_of(content)
+        page, has_more = await database_sync_to_async(events.events_after)(channel, last_event_id)
+        for event in page:
+            await self.send_event(event)
+        await self.send_json(
+            {
+                "type": "catchup.complete",
+                "channel": channel,
+                "has_more": has_more,
+                "last_event_id": page[-1]["id"] if page else last_event_id,
+            }
+        )
+
+    async def resync_forever(self) -> None:
+        """With a cross-process layer (Redis), every SCORING_EVENT_RESYNC_S: rejoin
+        the groups of this connection's channels, and send from the database the
+        events of those channels it has not sent.
+
+        A Redis restart forgets group memberships, and an event whose publication
+        failed is never published live; a client that stays connected would not
+        notice either, and its catchup from the newest id it saw would skip them.
+        """
+        while True:
+            await asyncio.sleep(settings.SCORING_EVENT_RESYNC_S)
+            try:
+                for channel in list(self.subscriptions):
+                    await self.join(channel)
+                    if channel not in self.subscriptions:  # unsubscribed meanwhile
+                        await self.leave(channel)
+                await self.send_unsent_events()
+            except Exception:  # Redis or the database is down: try again next time
+                logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
+
+    async def send_unsent_events(self) -> None:
+        """Send the stored events of this connection's channels above their marks.
+
+        A channel's mark moves past an event only once the event is
+        RESYNC_GRACE_S old: ids are handed out before commit, so a lower id can
+        still be committing (a claim's transaction) when a higher one is read.
+        """
+        settled_before_us = time.time_ns() // 1000 - int(RESYNC_GRACE_S * 1_000_000)
+        marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
+        settled = set(marks)
+        for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
+            await self.send_event(event)
+            for channel in channels:
+                if event["timestamp_us"] >= settled_before_us:
+                    settled.discard(channel)
+                if channel in settled and channel in self.checked_up_to:
+                    self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
+
+    async def join(self, channel: str) -> None:
+        group = events.group_name(channel)
+        await within_layer_timeout(self.channel_layer.group_add(group, self.channel_name))
+
+    async def leave(self, channel: str) -> None:
+        group = events.group_name(channel)
+        await within_layer_timeout(self.channel_layer.group_discard(group, self.channel_name))
+
+    async def ping(self, content: dict) -> None:
+        await self.send_json({"type": "pong"})
+
+    async def scoring_event(self, message: dict) -> None:
+        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``)."""
+        await self.send_event(message["event"])
+
+    async def send_event(self, event: dict) -> None:
+        if event["id"] in self.sent_ids:
+            return
+        self.sent_ids.add(event["id"])
+        await self.send_json(event)

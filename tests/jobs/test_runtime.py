@@ -1,0 +1,39 @@
+"""The judge runtime's dispatcher, in-process. Worker processes running it are
+tested in test_worker_processes.py."""
+
+import pytest
+
+from scoring.jobs.runtime import JudgeRuntime
+from scoring.models import ScoringStatus, SessionScore
+from tests.support.factories import make_score, make_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def status_of(score) -> str:
+    return SessionScore.objects.get(pk=score.pk).status
+
+
+def test_a_dispatch_claims_a_pending_score_and_runs_it():
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    runtime = JudgeRuntime(slots=2, poll_s=0.1)
+
+    idle = runtime._dispatch_once()
+    runtime._pool.shutdown(wait=True)
+
+    assert idle  # one score for two free slots
+    assert status_of(score) != ScoringStatus.PENDING
+    assert runtime.held() == []  # the job ended (here failed: no judge model is configured)
+
+
+def test_a_runtime_that_stopped_claiming_leaves_pending_scores_to_other_workers():
+    """A stopping worker fails the scores it holds; it must not claim more meanwhile."""
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    runtime = JudgeRuntime(slots=2, poll_s=0.1)
+
+    assert runtime.stop_claiming()
+    idle = runtime._dispatch_once()
+
+    assert idle
+    assert runtime.held() == []
+    assert status_of(score) == ScoringStatus.PENDING

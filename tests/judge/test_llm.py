@@ -1,0 +1,374 @@
+"""The judge LLM client, over real HTTP to the fake OpenAI-compatible server."""
+
+import itertools
+import json
+import logging
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from decimal import Decimal
+
+import pytest
+
+from scoring.judge import circuit, errors, llm
+from tests.support.fake_llm import (
+    CloseConnection,
+    Error,
+    Garbage,
+    Hang,
+    Malformed,
+    Reply,
+    context_length_exceeded,
+    rate_limited,
+    unauthorized,
+)
+from tests.support.servers import REPO_DIR
+
+pytestmark = pytest.mark.django_db
+
+MESSAGES = [
+    {"role": "system", "content": "You are a strict judge."},
+    {"role": "user", "content": "Score this session."},
+    {"role": "assistant", "content": "Total score: 40"},
+    {"role": "user", "content": "Which tools were missing?"},
+]
+
+
+def gaps(requests) -> list[float]:
+    return [later.arrived - earlier.arrived for earlier, later in itertools.pairwise(requests)]
+
+
+def test_reply_carries_content_tokens_and_model(judge_llm):
+    judge_llm.push(Reply("Total score: 62", prompt_tokens=1234, completion_tokens=56))
+
+    reply = llm.complete(MESSAGES)
+
+    assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge")
+
+
+def test_messages_are_sent_as_given_with_the_configured_model_and_key(judge_llm):
+    llm.complete(MESSAGES)
+
+    [request] = judge_llm.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.messages == MESSAGES
+    assert request.model == "fake-judge"
+    assert request.headers["Authorization"] == "Bearer test-key"
+
+
+def test_empty_content_is_an_empty_string(judge_llm):
+    judge_llm.push(Reply(""))
+
+    assert llm.complete(MESSAGES).content == ""
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [rate_limited(), Error(500), Error(502), Error(503), CloseConnection(), Malformed(), Garbage()],
+    ids=["429", "500", "502", "503", "closed-connection", "malformed-json", "garbage"],
+)
+def test_transient_failures_are_retried_after_the_backoff(judge_llm, settings, failure):
+    settings.SCORING_LLM_BACKOFF_S = 0.1
+    judge_llm.push(failure, Reply("Total score: 70"))
+
+    reply = llm.complete(MESSAGES)
+
+    assert reply.content == "Total score: 70"
+    requests = judge_llm.requests
+    assert len(requests) == 2
+    assert requests[1].messages == MESSAGES
+    assert gaps(requests)[0] >= 0.1
+
+
+def test_backoff_doubles_between_attempts(judge_llm, settings):
+    settings.SCORING_LLM_BACKOFF_S = 0.1
+    judge_llm.push(Error(500), Error(500), Error(500), Reply("Total score: 70"))
+
+    assert llm.complete(MESSAGES).content == "Total score: 70"
+
+    first, second, third = gaps(judge_llm.requests)
+    assert first >= 0.1
+    assert second >= 0.2
+    assert third >= 0.4
+
+
+def test_retry_after_header_sets_the_wait(judge_llm, settings):
+    settings.SCORING_LLM_BACKOFF_S = 0.01
+    judge_llm.push(rate_limited(retry_after="1"), Reply("ok"))
+
+    assert llm.complete(MESSAGES).content == "ok"
+
+    assert gaps(judge_llm.requests)[0] >= 1.0
+
+
+def test_retry_after_is_capped(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0.2
+    judge_llm.push(rate_limited(retry_after="3600"), Reply("ok"))
+
+    assert llm.complete(MESSAGES).content == "ok"
+
+    assert len(judge_llm.requests) == 2
+    assert gaps(judge_llm.requests)[0] >= 0.2
+
+
+def test_retries_exhausted_on_rate_limit(judge_llm):
+    judge_llm.set_default(rate_limited())
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert len(judge_llm.requests) == 4
+    assert str(raised.value) == (
+        "judge LLM rate-limited (429) after 4 attempts: Rate limit reached for requests"
+    )
+
+
+def test_retries_exhausted_on_server_errors(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 2
+    judge_llm.set_default(Error(503, "upstream overloaded"))
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert len(judge_llm.requests) == 3
+    assert str(raised.value) == "judge LLM provider error (503) after 3 attempts: upstream overloaded"
+
+
+def test_unreadable_responses_exhaust_retries_with_a_clear_message(judge_llm):
+    judge_llm.set_default(Malformed())
+
+    with pytest.raises(errors.JudgeLLMError, match="^judge LLM returned an unreadable response after 4"):
+        llm.complete(MESSAGES)
+
+    assert len(judge_llm.requests) == 4
+
+
+def test_hanging_server_times_out_on_every_attempt(judge_llm, settings):
+    settings.SCORING_LLM_TIMEOUT_S = 0.5
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    judge_llm.set_default(Hang(30))
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value) == "judge LLM request timed out after 0.5 s (2 attempts)"
+    assert len(judge_llm.requests) == 2
+
+
+def test_connection_refused_is_retried_then_reported(judge_llm, settings):
+    with socket.socket() as probe:  # a port that was free a moment ago and has no listener
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    settings.SCORING_LLM_API_BASE = f"http://127.0.0.1:{closed_port}/v1"
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value).startswith(
+        f"could not connect to the judge LLM at http://127.0.0.1:{closed_port}/v1 (4 attempts)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("failure", "message"),
+    [
+        (unauthorized(), "judge LLM rejected the credentials (401): Incorrect API key provided: test-key."),
+        (Error(403, "no access"), "judge LLM rejected the credentials (403): no access"),
+        (Error(400, "bad temperature"), "judge LLM rejected the request (400): bad temperature"),
+        (Error(404, "model not found"), "judge LLM rejected the request (404): model not found"),
+    ],
+    ids=["401", "403", "400", "404"],
+)
+def test_client_errors_are_not_retried(judge_llm, failure, message):
+    judge_llm.set_default(failure)
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value) == message
+    assert len(judge_llm.requests) == 1
+
+
+def test_context_window_error_is_not_retried(judge_llm):
+    judge_llm.set_default(context_length_exceeded())
+
+    with pytest.raises(errors.ContextWindowExceeded) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value).startswith(
+        "session too large for the judge model's context window: This model's maximum context length"
+    )
+    assert len(judge_llm.requests) == 1
+
+
+def test_deadline_caps_the_request_timeout(judge_llm):
+    judge_llm.set_default(Hang(30))
+
+    with pytest.raises(errors.DeadlineReached) as raised:
+        llm.complete(MESSAGES, deadline=time.monotonic() + 0.5)
+
+    assert len(judge_llm.requests) == 1
+    assert str(raised.value) == (
+        "scoring deadline reached before the judge LLM answered: "
+        "judge LLM request timed out after 0.5 s (1 attempt)"
+    )
+
+
+def test_no_retry_wait_past_the_deadline(judge_llm, settings):
+    settings.SCORING_LLM_BACKOFF_S = 60
+    judge_llm.set_default(Error(500, "boom"))
+
+    with pytest.raises(errors.DeadlineReached, match=r"provider error \(500\) after 1 attempt: boom"):
+        llm.complete(MESSAGES, deadline=time.monotonic() + 5)
+
+    assert len(judge_llm.requests) == 1
+
+
+def test_passed_deadline_sends_nothing(judge_llm):
+    with pytest.raises(errors.DeadlineReached, match="^scoring deadline reached"):
+        llm.complete(MESSAGES, deadline=time.monotonic() - 1)
+
+    assert judge_llm.requests == []
+
+
+def test_no_model_configured(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = ""
+
+    with pytest.raises(errors.JudgeNotConfigured) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value) == "no judge model configured: set SCORING_LLM_MODEL"
+    assert judge_llm.requests == []
+
+
+def test_errors_survive_pickling():
+    raised = [
+        errors.JudgeNotConfigured(),
+        errors.DeadlineReached("scoring deadline reached", provider_failed=True),
+        errors.ContextWindowExceeded("session too large"),
+    ]
+
+    copies = [pickle.loads(pickle.dumps(error)) for error in raised]
+
+    assert [(type(copy), str(copy), copy.counts_for_circuit) for copy in copies] == [
+        (type(error), str(error), error.counts_for_circuit) for error in raised
+    ]
+
+
+def test_cost_of_a_model_with_a_known_price(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    judge_llm.push(Reply("Total score: 50", prompt_tokens=1_000_000, completion_tokens=1_000_000))
+
+    reply = llm.complete(MESSAGES)
+
+    assert judge_llm.requests[0].model == "gpt-4o-mini"
+    assert isinstance(reply.cost_usd, Decimal)
+    assert reply.cost_usd > 0
+    assert reply.model == "openai/gpt-4o-mini"
+
+
+def test_request_and_reply_bodies_are_logged_truncated(judge_llm, caplog):
+    judge_llm.push(Reply("x" * 5000))
+    caplog.set_level(logging.DEBUG, logger="scoring.judge.llm")
+
+    llm.complete([{"role": "user", "content": "y" * 5000}])
+
+    bodies = [record.getMessage() for record in caplog.records if record.levelno == logging.DEBUG]
+    [request] = [body for body in bodies if body.startswith("judge LLM request")]
+    [reply] = [body for body in bodies if body.startswith("judge LLM reply")]
+    assert 950 < request.count("y") < 1000  # 1000 characters of the JSON, quotes and keys included
+    assert request.endswith(f"… ({len(json.dumps([{'role': 'user', 'content': 'y' * 5000}]))} characters)")
+    assert reply.count("x") == 1000
+    assert reply.endswith("… (5000 characters)")
+    outcomes = [record.getMessage() for record in caplog.records if record.levelno == logging.INFO]
+    assert any("openai/fake-judge answered" in outcome for outcome in outcomes)
+
+
+# --- The circuit breaker, seen through complete() ---------------------------------------------
+
+
+def fail_calls(count: int) -> None:
+    for _ in range(count):
+        with pytest.raises(errors.JudgeLLMError):
+            llm.complete(MESSAGES)
+
+
+def test_breaker_opens_after_consecutive_failed_calls_and_fails_fast(judge_llm):
+    judge_llm.set_default(unauthorized())
+    fail_calls(5)
+    assert len(judge_llm.requests) == 5
+
+    with pytest.raises(errors.CircuitOpen) as raised:
+        llm.complete(MESSAGES)
+
+    assert len(judge_llm.requests) == 5
+    assert str(raised.value).startswith(
+        "judge LLM circuit breaker is open after 5 consecutive failed calls "
+        "(last: judge LLM rejected the credentials (401)"
+    )
+
+
+def test_a_success_resets_the_count(judge_llm):
+    judge_llm.push(*[unauthorized()] * 4, Reply("ok"), *[unauthorized()] * 4)
+    fail_calls(4)
+    llm.complete(MESSAGES)
+    fail_calls(4)
+
+    state = circuit.state("openai/fake-judge")
+    assert (state["state"], state["consecutive_failures"]) == ("closed", 4)
+
+
+def test_context_window_errors_do_not_count(judge_llm):
+    judge_llm.set_default(context_length_exceeded())
+    fail_calls(6)
+
+    assert circuit.state("openai/fake-judge")["consecutive_failures"] == 0
+    assert len(judge_llm.requests) == 6
+
+
+def test_breaker_closes_after_cool_down_on_success(judge_llm, settings):
+    settings.SCORING_CIRCUIT_COOLDOWN_S = 0.3
+    judge_llm.push(*[Error(401)] * 5)
+    fail_calls(5)
+    with pytest.raises(errors.CircuitOpen):
+        llm.complete(MESSAGES)
+
+    time.sleep(0.35)
+    assert llm.complete(MESSAGES).content == "This is the fake judge's reply."
+
+    assert circuit.state("openai/fake-judge")["state"] == "closed"
+    assert len(judge_llm.requests) == 6
+
+
+def test_failed_probe_after_cool_down_reopens_the_breaker(judge_llm, settings):
+    settings.SCORING_CIRCUIT_COOLDOWN_S = 0.3
+    judge_llm.set_default(Error(401))
+    fail_calls(5)
+
+    time.sleep(0.35)
+    fail_calls(1)  # the probe reaches the server and fails
+
+    assert len(judge_llm.requests) == 6
+    with pytest.raises(errors.CircuitOpen, match="after 6 consecutive failed calls"):
+        llm.complete(MESSAGES)
+    assert len(judge_llm.requests) == 6
+
+
+def test_importing_the_client_does_not_import_litellm():
+    code = (
+        "import sys, django; django.setup(); import scoring.judge.llm, scoring.judge.circuit; "
+        "print(sorted(name for name in ('litellm', 'openai') if name in sys.modules))"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings"}
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,46 @@
+import hashlib
+
+from scoring.judge import prompts
+
+SPEC_PROMPT_HASH = "9868eccb666e33b29b7c24e27994ef21511b20dc617f1fe48783ace3c735c2bf"
+
+
+def test_prompt_hash_is_pinned_to_the_spec_prompts():
+    assert prompts.PROMPT_HASH == SPEC_PROMPT_HASH
+
+
+def test_prompt_hash_is_sha256_of_both_prompts_concatenated():
+    joined = prompts.JUDGE_PROMPT_SCORE + prompts.JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
+    assert prompts.PROMPT_HASH == hashlib.sha256(joined.encode()).hexdigest()
+
+
+def test_prompts_have_no_trailing_newline_and_carry_their_placeholders():
+    assert not prompts.JUDGE_PROMPT_SCORE.endswith("\n")
+    assert not prompts.JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS.endswith("\n")
+    assert prompts.JUDGE_PROMPT_SCORE.startswith("You are a computer security expert")
+    assert prompts.JUDGE_PROMPT_SCORE.endswith("{{OUTPUT_SCHEMA}}")
+    for placeholder in ("{{SESSION_CONVERSATION}}", "{{ALERT_DATA}}", "{{OUTPUT_SCHEMA}}"):
+        assert prompts.JUDGE_PROMPT_SCORE.count(placeholder) == 1
+    assert prompts.JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS.endswith('"No critical missing tools identified."')
+
+
+def test_each_placeholder_is_substituted_once():
+    filled = prompts.fill_placeholders(
+        prompts.JUDGE_PROMPT_SCORE,
+        {"SESSION_CONVERSATION": "CONV", "ALERT_DATA": "ALERT", "OUTPUT_SCHEMA": "SCHEMA"},
+    )
+    assert "{{" not in filled
+    assert filled.count("CONV") == 1 and filled.endswith("\n\nSCHEMA")
+
+
+def test_placeholder_text_inside_session_data_is_never_substituted():
+    hostile = "tool said {{ALERT_DATA}} and {{OUTPUT_SCHEMA}} and {{SESSION_CONVERSATION}}"
+    filled = prompts.fill_placeholders(
+        "A {{SESSION_CONVERSATION}} B {{ALERT_DATA}} C {{OUTPUT_SCHEMA}}",
+        {"SESSION_CONVERSATION": hostile, "ALERT_DATA": '{"x": "{{SESSION_CONVERSATION}}"}', "OUTPUT_SCHEMA": "S"},
+    )
+    assert filled == f'A {hostile} B {{"x": "{{{{SESSION_CONVERSATION}}}}"}} C S'
+
+
+def test_unknown_placeholder_like_text_in_the_template_is_left_alone():
+    assert prompts.fill_placeholders("{{OTHER}} {{ALERT_DATA}}", {"ALERT_DATA": "a"}) == "{{OTHER}} a"

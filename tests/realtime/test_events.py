@@ -1,0 +1,349 @@
+"""Scoring events: stored with the score change, published after commit, relayed, pruned."""
+
+import logging
+import time
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import BaseChannelLayer, get_channel_layer
+from django.core.management import call_command
+from django.db import transaction
+
+from scoring.models import ScoringEvent
+from scoring.realtime import events
+from scoring.realtime.relay import GAP_GRACE_S, EventRelay
+from scoring.selectors import latest_event_id
+from tests.support.factories import make_score, make_session
+from tests.support.servers import free_port, redis_channel_layer
+
+IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture
+def score(db):
+    return make_score(make_session(), status="in_progress")
+
+
+def record_committed(event_type, score, **fields) -> ScoringEvent:
+    with transaction.atomic():
+        return events.record(event_type, score, **fields)
+
+
+async def listen(*channels: str) -> str:
+    """A layer channel added to the groups of ``channels``."""
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    for channel in channels:
+        await layer.group_add(events.group_name(channel), listener)
+    return listener
+
+
+# --- channel names ------------------------------------------------------------------------
+
+
+def test_parse_channel_accepts_sessions_and_canonicalises_session_uuids():
+    session_id = uuid.uuid4()
+    assert events.parse_channel("sessions") == "sessions"
+    assert events.parse_channel(f"session:{str(session_id).upper()}") == f"session:{session_id}"
+
+
+@pytest.mark.parametrize("name", ["session", "session:", "session:not-a-uuid", "Sessions", "alerts", None, 7])
+def test_parse_channel_rejects_other_names(name):
+    with pytest.raises(events.InvalidChannel):
+        events.parse_channel(name)
+
+
+def test_group_names_are_valid_channel_layer_group_names():
+    session_id = uuid.uuid4()
+    assert events.group_name("sessions") == "scoring.sessions"
+    assert events.group_name(f"session:{session_id}") == f"scoring.session.{session_id}"
+    for channel in ("sessions", f"session:{session_id}"):
+        assert BaseChannelLayer().require_valid_group_name(events.group_name(channel))
+
+
+# --- record -------------------------------------------------------------------------------
+
+
+def test_record_stores_one_row_with_the_event_payload(score):
+    event = record_committed(events.COMPLETED, score, total_score=73)
+
+    stored = ScoringEvent.objects.get()
+    assert stored.id == event.id
+    payload = events.payload(stored)
+    assert payload == {
+        "id": event.id,
+        # Go TARSy's dashboard resumes from db_event_id; tarsy-bot's from id.
+        "db_event_id": event.id,
+        "type": "scoring.completed",
+        "score_id": str(score.score_id),
+        "session_id": str(score.session_id),
+        "timestamp_us": stored.timestamp_us,
+        "total_score": 73,
+    }
+    assert abs(stored.timestamp_us - time.time_ns() // 1000) < 60_000_000
+
+
+def test_each_event_type_carries_its_fields_and_channels(score):
+    session_channel = f"session:{score.session_id}"
+    started = record_committed(events.STARTED, score)
+    progress = record_committed(events.PROGRESS, score, phase=events.PHASE_MISSING_TOOLS)
+    failed = record_committed(events.FAILED, score, error_message="judge timed out")
+
+    assert events.channels_of(started) == ["sessions", session_channel]
+    assert events.channels_of(progress) == [session_channel]
+    assert events.channels_of(failed) == ["sessions", session_channel]
+    assert events.payload(progress)["phase"] == "identifying_missing_tools"
+    assert events.payload(failed)["error_message"] == "judge timed out"
+    assert started.id < progress.id < failed.id
+
+
+@pytest.mark.parametrize(
+    ("event_type", "fields"),
+    [
+        ("scoring.unknown", {}),
+        (events.COMPLETED, {}),
+        (events.FAILED, {"total_score": 3}),
+        (events.STARTED, {"phase": events.PHASE_ANALYZING}),
+        (events.PROGRESS, {"phase": "daydreaming"}),
+    ],
+)
+def test_record_rejects_wrong_types_and_fields(score, event_type, fields):
+    with pytest.raises(ValueError):
+        events.record(event_type, score, **fields)
+    assert not ScoringEvent.objects.exists()
+
+
+def test_event_of_a_rolled_back_transaction_is_not_stored(score):
+    with pytest.raises(RuntimeError), transaction.atomic():
+        events.record(events.STARTED, score)
+        raise RuntimeError("the score change failed")
+    assert not ScoringEvent.objects.exists()
+
+
+def test_in_memory_layer_leaves_publishing_to_the_relay(settings):
+    settings.CHANNEL_LAYERS = IN_MEMORY_LAYER
+    assert not events.publishes_directly()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_record_publishes_to_redis_only_after_commit(settings, redis_server_url):
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
+    score = make_score(make_session(), status="in_progress")
+
+    async def scenario():
+        layer = get_channel_layer()
+        global_listener = await listen("sessions")
+        session_listener = await listen(f"session:{score.session_id}")
+
+        def record_in_transaction():
+            with transaction.atomic():
+                events.record(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+                event = events.record(events.COMPLETED, score, total_score=80)
+                assert not ScoringEvent.objects.filter(id__gt=event.id).exists()
+            return event
+
+        completed = await database_sync_to_async(record_in_transaction)()
+        progress_message = await layer.receive(session_listener)
+        completed_message = await layer.receive(session_listener)
+        global_message = await layer.receive(global_listener)
+        return completed, progress_message, completed_message, global_message
+
+    completed, progress_message, completed_message, global_message = async_to_sync(scenario)()
+    assert progress_message["event"]["type"] == "scoring.progress"
+    assert completed_message == {"type": "scoring.event", "event": events.payload(completed)}
+    # progress goes only to the session channel: the first global message is the completion.
+    assert global_message == completed_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_unreachable_layer_is_logged_and_the_event_kept(settings, caplog):
+    settings.CHANNEL_LAYERS = redis_channel_layer(f"redis://127.0.0.1:{free_port()}/0")
+    score = make_score(make_session(), status="in_progress")
+
+    with caplog.at_level(logging.ERROR, logger="scoring.realtime.events"):
+        event = record_committed(events.FAILED, score, error_message="boom")
+        assert events.flush_published(10)
+
+    assert ScoringEvent.objects.filter(id=event.id).exists()
+    assert f"could not publish scoring event {event.id}" in caplog.text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hung_redis_neither_blocks_the_commit_nor_holds_up_later_events(
+    settings, monkeypatch, silent_redis_url, caplog
+):
+    """Redis accepts connections and never answers: each commit returns at once (its
+    event is only queued), and each send is given up after PUBLISH_TIMEOUT_S, so the
+    events queued behind it are still tried."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(silent_redis_url)
+    monkeypatch.setattr(events, "PUBLISH_TIMEOUT_S", 2.0)
+    score = make_score(make_session(), status="in_progress")
+
+    with caplog.at_level(logging.ERROR, logger="scoring.realtime.events"):
+        recorded = [record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING) for _ in range(3)]
+        still_sending = not events.flush_published(0.1)
+        drained = events.flush_published(15)
+
+    assert still_sending  # the commits did not wait for Redis
+    assert drained
+    for event in recorded:
+        assert f"could not publish scoring event {event.id}" in caplog.text
+
+
+# --- catchup queries ----------------------------------------------------------------------
+
+
+def test_events_after_pages_a_session_channel_oldest_first(score):
+    other = make_score(make_session(), status="in_progress")
+    recorded = [record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING) for _ in range(5)]
+    record_committed(events.STARTED, other)
+    channel = f"session:{score.session_id}"
+
+    page, has_more = events.events_after(channel, 0, limit=3)
+    assert [event["id"] for event in page] == [event.id for event in recorded[:3]]
+    assert has_more
+    page, has_more = events.events_after(channel, page[-1]["id"], limit=3)
+    assert [event["id"] for event in page] == [event.id for event in recorded[3:]]
+    assert not has_more
+
+
+def test_events_after_for_sessions_skips_progress(score):
+    started = record_committed(events.STARTED, score)
+    record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+    completed = record_committed(events.COMPLETED, score, total_score=55)
+
+    page, has_more = events.events_after("sessions", 0)
+    assert [event["type"] for event in page] == ["scoring.started", "scoring.completed"]
+    assert [event["id"] for event in page] == [started.id, completed.id]
+    assert not has_more
+    assert events.events_after("sessions", completed.id) == ([], False)
+
+
+def test_recent_events_are_a_channels_newest_oldest_first_with_whether_older_were_left_out(score):
+    other = make_score(make_session(), status="in_progress")
+    recorded = [record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING) for _ in range(5)]
+    record_committed(events.STARTED, other)
+    channel = f"session:{score.session_id}"
+
+    assert events.recent_events(channel, limit=3) == ([events.payload(event) for event in recorded[2:]], True)
+    assert events.recent_events(channel, limit=5) == ([events.payload(event) for event in recorded], False)
+    assert [event["type"] for event in events.recent_events("sessions")[0]] == ["scoring.started"]
+
+
+# --- pruning ------------------------------------------------------------------------------
+
+
+def test_prune_deletes_only_events_older_than_the_retention(score, settings):
+    settings.SCORING_EVENT_RETENTION_S = 3600
+    old = record_committed(events.STARTED, score)
+    recent = record_committed(events.COMPLETED, score, total_score=90)
+    now_us = recent.timestamp_us
+    ScoringEvent.objects.filter(id=old.id).update(timestamp_us=now_us - 3601 * 1_000_000)
+    ScoringEvent.objects.filter(id=recent.id).update(timestamp_us=now_us - 3599 * 1_000_000)
+
+    assert events.prune(now=now_us) == 1
+    assert list(ScoringEvent.objects.values_list("id", flat=True)) == [recent.id]
+
+
+def test_prune_command_uses_the_current_time(score, settings, capsys):
+    settings.SCORING_EVENT_RETENTION_S = 60
+    stale = record_committed(events.STARTED, score)
+    ScoringEvent.objects.filter(id=stale.id).update(timestamp_us=stale.timestamp_us - 61 * 1_000_000)
+    fresh = record_committed(events.FAILED, score, error_message="x")
+
+    call_command("prune_scoring_events")
+
+    assert "deleted 1 scoring events" in capsys.readouterr().out
+    assert list(ScoringEvent.objects.values_list("id", flat=True)) == [fresh.id]
+
+
+# --- relay --------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_relay_publishes_rows_committed_after_it_started_including_late_ids(settings):
+    """PostgreSQL hands out ids before commit, so a lower id can commit after a
+    higher one has been relayed: the relay keeps looking for skipped ids."""
+    settings.CHANNEL_LAYERS = IN_MEMORY_LAYER
+    score = make_score(make_session(), status="in_progress")
+    before = record_committed(events.STARTED, score)
+
+    async def scenario():
+        layer = get_channel_layer()
+        listener = await listen(f"session:{score.session_id}")
+        relay = EventRelay()
+        assert relay.relaying
+        relay.after_id = await database_sync_to_async(latest_event_id)()
+
+        def commit_with_a_hole():
+            first = record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+            third = ScoringEvent.objects.create(
+                id=first.id + 2,
+                event_type=events.PROGRESS,
+                score_id=score.score_id,
+                session_id=score.session_id,
+                on_sessions_channel=False,
+                timestamp_us=first.timestamp_us,
+                fields={"phase": events.PHASE_MISSING_TOOLS},
+            )
+            return first, third
+
+        first, third = await database_sync_to_async(commit_with_a_hole)()
+        await relay.relay_new_events()
+        relayed = [(await layer.receive(listener))["event"]["id"] for _ in range(2)]
+        assert relay.after_id == third.id and set(relay.gaps) == {first.id + 1}
+
+        late = await database_sync_to_async(ScoringEvent.objects.create)(
+            id=first.id + 1,
+            event_type=events.COMPLETED,
+            score_id=score.score_id,
+            session_id=score.session_id,
+            on_sessions_channel=True,
+            timestamp_us=first.timestamp_us,
+            fields={"total_score": 12},
+        )
+        await relay.relay_new_events()
+        relayed.append((await layer.receive(listener))["event"]["id"])
+        return relayed, first, third, late, relay.gaps
+
+    relayed, first, third, late, gaps_left = async_to_sync(scenario)()
+    assert before.id not in relayed
+    assert relayed == [first.id, third.id, late.id]
+    assert gaps_left == {}
+
+
+def test_relay_gives_up_on_a_skipped_id_after_the_grace_period():
+    relay = EventRelay()
+    relay.after_id = 10
+    relay.mark_seen(13)
+    assert set(relay.gaps) == {11, 12}
+    relay.gaps[11] = time.monotonic() - 1
+    relay.expire_gaps()
+    assert set(relay.gaps) == {12}
+    assert relay.gaps[12] <= time.monotonic() + GAP_GRACE_S
+    relay.mark_seen(12)
+    relay.mark_seen(13)
+    assert relay.gaps == {} and relay.after_id == 13
+
+
+@pytest.mark.django_db
+def test_events_above_marks_reads_each_channel_from_its_own_mark():
+    first, second, other = (make_score(make_session(), status="in_progress") for _ in range(3))
+    with transaction.atomic():
+        old_first = events.record(events.PROGRESS, first, phase=events.PHASE_ANALYZING)
+        new_first = events.record(events.PROGRESS, first, phase=events.PHASE_MISSING_TOOLS)
+        second_done = events.record(events.COMPLETED, second, total_score=40)
+        events.record(events.PROGRESS, other, phase=events.PHASE_ANALYZING)  # channel not asked for
+    marks = {f"session:{first.session_id}": old_first.id, f"session:{second.session_id}": 0}
+
+    found = events.events_above_marks(marks)
+
+    assert [(event["id"], channels) for event, channels in found] == [
+        (new_first.id, [f"session:{first.session_id}"]),
+        (second_done.id, ["sessions", f"session:{second.session_id}"]),
+    ]
+    assert [event["id"] for event, _ in events.events_above_marks({"sessions": 0})] == [second_done.id]
+    assert events.events_above_marks({}) == []
+

@@ -1,0 +1,166 @@
+"""Events from a separate (worker-like) process reach WebSocket clients of real daphne processes.
+
+Single-machine mode: in-memory channel layer, the web process relays stored
+events. Redis mode: the recording process publishes through Redis to every web
+process.
+"""
+
+import asyncio
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from scoring.realtime import events
+from tests.support.factories import make_score, make_session
+from tests.support.servers import EventClient, handshake_status, record_in_process
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+SCORING_RUN = [
+    (events.STARTED, {}),
+    (events.PROGRESS, {"phase": events.PHASE_ANALYZING}),
+    (events.PROGRESS, {"phase": events.PHASE_MISSING_TOOLS}),
+    (events.COMPLETED, {"total_score": 77}),
+]
+
+
+@pytest.fixture
+def score():
+    return make_score(make_session(), status="in_progress")
+
+
+async def record_elsewhere(env, score, run):
+    return await asyncio.to_thread(record_in_process, env, score.score_id, run)
+
+
+def test_worker_events_reach_a_subscriber_through_the_relay(start_daphne, score):
+    server = start_daphne()
+
+    async def scenario():
+        async with EventClient.connect(server.ws_url) as client:
+            await client.subscribe(f"session:{score.session_id}")
+            recorded_ids = await record_elsewhere(server.env, score, SCORING_RUN)
+            return recorded_ids, await client.wait_for_events(len(SCORING_RUN))
+
+    recorded_ids, received = asyncio.run(scenario())
+    assert [event["id"] for event in received] == recorded_ids
+    assert [event["type"] for event in received] == [event_type for event_type, _ in SCORING_RUN]
+    assert [event.get("phase") for event in received[1:3]] == list(events.PHASES)
+    assert received[-1]["total_score"] == 77
+    assert {event["score_id"] for event in received} == {str(score.score_id)}
+
+
+def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_without_duplicates(
+    start_daphne, score
+):
+    """tarsy-bot's dashboard (dashboard/src/services/websocketService.ts) after a
+    reconnect: ``subscribe``, then ``catchup`` from the last ``id`` it saw. Go TARSy's
+    dashboard does the same from ``db_event_id``. The replay that follows the
+    subscribe and the catchup together bring every missed event, each once."""
+    server = start_daphne()
+    channel = f"session:{score.session_id}"
+
+    async def scenario():
+        async with EventClient.connect(server.ws_url) as client:
+            await client.subscribe(channel)
+            [started_id] = await record_elsewhere(server.env, score, SCORING_RUN[:1])
+            [started] = await client.wait_for_events(1)
+        # Offline while the rest of the run happens.
+        rest_ids = await record_elsewhere(server.env, score, SCORING_RUN[1:])
+        async with EventClient.connect(server.ws_url) as client:
+            await client.send({"action": "subscribe", "channel": channel})
+            await client.send(
+                {"action": "catchup", "channel": channel, "last_event_id": started["db_event_id"]}
+            )
+            await client.send({"action": "ping"})
+            received = []
+            while (message := await client.receive())["type"] != "pong":
+                received.append(message)
+            # Live delivery resumes after the catchup.
+            [failed_id] = await record_elsewhere(
+                server.env, score, [(events.FAILED, {"error_message": "late"})]
+            )
+            [live] = await client.wait_for_events(1)
+        return started_id, rest_ids, received, failed_id, live
+
+    started_id, rest_ids, received, failed_id, live = asyncio.run(scenario())
+    confirmed, *replayed, complete = received
+    assert confirmed == {"type": "subscription.confirmed", "channel": channel}
+    # The replay repeats the event seen before the drop; nothing comes twice on this connection.
+    assert [event["db_event_id"] for event in replayed] == [started_id, *rest_ids]
+    assert complete == {
+        "type": "catchup.complete",
+        "channel": channel,
+        "has_more": False,
+        "last_event_id": rest_ids[-1],
+    }
+    assert (live["id"], live["type"]) == (failed_id, "scoring.failed")
+
+
+def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_subscribe(
+    start_daphne, score
+):
+    """Go TARSy's dashboard asks for a catchup only once it has a ``db_event_id``
+    (tarsy-bot's, once it has an ``id``): a client that subscribed, dropped, and
+    missed a whole scoring relies on the replay after its next ``subscribe``."""
+    server = start_daphne()
+    channel = f"session:{score.session_id}"
+
+    async def scenario():
+        async with EventClient.connect(server.ws_url) as client:
+            assert await client.subscribe_with_replay(channel) == []
+        recorded_ids = await record_elsewhere(server.env, score, SCORING_RUN)
+        async with EventClient.connect(server.ws_url) as client:
+            return recorded_ids, await client.subscribe_with_replay(channel)
+
+    recorded_ids, replayed = asyncio.run(scenario())
+    assert [event["db_event_id"] for event in replayed] == recorded_ids
+    assert [event["type"] for event in replayed] == [event_type for event_type, _ in SCORING_RUN]
+
+
+def logged_in_cookie() -> dict:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user("carol"))
+    return {"Cookie": f"sessionid={client.cookies['sessionid'].value}"}
+
+
+def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_daphne):
+    """Both dashboards reset their back-off when a socket opens and reconnect after
+    any close: refused in the handshake (never opened), they back off to 3 s."""
+    server = start_daphne()
+    host = server.http_url.removeprefix("http://")
+    proxy_user = {"X-Forwarded-User": "alice"}
+    cookie = logged_in_cookie()
+
+    def status(headers: dict, origin: str | None = None) -> int:
+        return asyncio.run(handshake_status(server.ws_url, headers, origin))
+
+    assert status({}) == 403
+    assert status({}, origin=server.http_url) == 403
+    # Through oauth2-proxy (trusted headers), and with a Django session cookie.
+    assert status(proxy_user, origin="https://evil.example") == 403
+    assert status(cookie, origin="https://evil.example") == 403
+    assert status(cookie) == 403  # a cookie needs an Origin
+    # The same credentials from this site's own pages are accepted.
+    assert status(proxy_user, origin=f"http://{host}") == 101
+    assert status(cookie, origin=f"http://{host}") == 101
+
+
+def test_redis_mode_delivers_to_clients_of_two_web_processes(start_daphne, redis_server_url, score):
+    first_web, second_web = start_daphne(redis_url=redis_server_url), start_daphne(redis_url=redis_server_url)
+
+    async def scenario():
+        async with (
+            EventClient.connect(first_web.ws_url) as session_view,
+            EventClient.connect(second_web.ws_url) as dashboard,
+        ):
+            await session_view.subscribe(f"session:{score.session_id}")
+            await dashboard.subscribe("sessions")
+            recorded_ids = await record_elsewhere(first_web.env, score, SCORING_RUN)
+            return recorded_ids, await session_view.wait_for_events(4), await dashboard.wait_for_events(2)
+
+    recorded_ids, on_session_view, on_dashboard = asyncio.run(scenario())
+    assert [event["id"] for event in on_session_view] == recorded_ids
+    assert [event["type"] for event in on_dashboard] == ["scoring.started", "scoring.completed"]
+    assert [event["id"] for event in on_dashboard] == [recorded_ids[0], recorded_ids[-1]]

@@ -1,0 +1,112 @@
+"""The fake OpenAI-compatible server itself, spoken to with plain HTTP."""
+
+import json
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.support.fake_llm import Error, Reply
+from tests.support.servers import REPO_DIR
+
+
+def post(url: str, body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
+    request = urllib.request.Request(
+        url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, dict(response.headers), json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), json.loads(error.read())
+
+
+CHAT = {"model": "fake-judge", "messages": [{"role": "user", "content": "abcdefgh" * 10}]}
+
+
+def test_reply_is_an_openai_chat_completion(fake_llm):
+    fake_llm.push(Reply("hello"))
+
+    status, _, body = post(fake_llm.url, CHAT)
+
+    assert status == 200
+    assert body["object"] == "chat.completion"
+    assert body["model"] == "fake-judge"
+    assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
+    assert body["usage"] == {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}
+
+
+def test_steps_run_in_order_then_the_default(fake_llm):
+    fake_llm.push(Error(429, "slow down", headers={"Retry-After": "7"}), Reply("second"))
+    fake_llm.set_default(lambda body: Reply(f"echo {len(body['messages'])} message(s)"))
+
+    first = post(fake_llm.url, CHAT)
+    second = post(fake_llm.url, CHAT, path="/chat/completions")
+    third = post(fake_llm.url, CHAT)
+
+    assert (first[0], first[1]["Retry-After"], first[2]["error"]["message"]) == (429, "7", "slow down")
+    assert second[2]["choices"][0]["message"]["content"] == "second"
+    assert third[2]["choices"][0]["message"]["content"] == "echo 1 message(s)"
+    assert [request.path for request in fake_llm.requests] == [
+        "/v1/chat/completions",
+        "/chat/completions",
+        "/v1/chat/completions",
+    ]
+    assert fake_llm.requests[0].messages == CHAT["messages"]
+
+
+def test_unknown_path_is_a_404_that_leaves_the_script_alone(fake_llm):
+    fake_llm.push(Reply("kept"))
+
+    status, _, _ = post(fake_llm.url, CHAT, path="/v1/embeddings")
+
+    assert status == 404
+    assert fake_llm.pending_steps == 1
+
+
+def test_env_points_a_worker_at_the_server(fake_llm):
+    env = fake_llm.env()
+
+    assert env["SCORING_LLM_API_BASE"] == f"{fake_llm.url}/v1"
+    assert env["SCORING_LLM_MODEL"] == "openai/fake-judge"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def standalone_server():
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.fake_llm", "--port", str(port), "--reply", "Total score: 55"],
+        cwd=REPO_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.readline()  # printed once it listens
+    yield f"http://127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_runs_standalone(standalone_server):
+    status, _, body = post(standalone_server, CHAT)
+
+    assert status == 200
+    assert body["choices"][0]["message"]["content"] == "Total score: 55"
+
+
+@pytest.mark.parametrize("module", ["tests.support.fake_llm", "scoring.judge.demo_judge"])
+def test_runs_without_pytest_or_django(module):
+    # The demo judge runs on the runtime lock, which has no pytest; neither needs Django set up.
+    code = f"import sys; sys.modules['pytest'] = sys.modules['django'] = None; import {module}"
+    repo = REPO_DIR
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
+
+    assert done.returncode == 0, done.stderr
