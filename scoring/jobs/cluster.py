@@ -6,7 +6,10 @@ the service at once (systemd's default), the sentinel dies first and that
 Event.set() never returns, so the cluster hangs until it is SIGKILLed. So
 this module handles the signals itself: it forwards SIGTERM to every process
 of the cluster, lets the judge jobs record "worker shut down" on their scores
-(see tasks.py), and kills what is left after a grace period.
+(``runtime.JudgeRuntime.shut_down``), and kills what is left after a grace period.
+
+Every ``HEARTBEAT_INTERVAL_S`` the main process records its heartbeat, with the
+judge jobs its worker processes hold (``runtime.HeldCounts``).
 
 With ``TARSY_URL`` set, the cluster's main process also syncs sessions from
 that TARSy every ``TARSY_SYNC_INTERVAL_S`` (``scoring.tarsy.sync``).
@@ -47,6 +50,8 @@ def start_judge_runtime(sender, proc_name, **kwargs) -> None:
 
 def run_cluster() -> None:
     """Run a django-q2 cluster until SIGTERM/SIGINT or until its sentinel dies."""
+    # Before django-q2 forks the worker processes, which inherit it.
+    held_counts = runtime.share_held_counts(settings.Q_CLUSTER["workers"])
     cluster = Cluster()  # installs django-q2's handlers, replaced below
     stop_requested = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -65,7 +70,8 @@ def run_cluster() -> None:
             logger.error("the worker cluster's sentinel died; stopping")
             break
         if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL_S:
-            health.record_worker_heartbeat(settings.Q_CLUSTER["name"])
+            in_flight = held_counts.total({process.pid for process in psutil.Process().children(recursive=True)})
+            health.record_worker_heartbeat(settings.Q_CLUSTER["name"], in_flight)
             last_heartbeat = time.monotonic()
     sync_stop.set()  # a sync in progress stops before its next document and lets its lease go
     stop_cluster_processes()

@@ -5,7 +5,7 @@ network. Running one job per worker process would take hundreds of processes
 (each ~100 MB) for hundreds of scorings in flight, so each worker process runs
 up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
 on the network with the GIL released, and hold no database connection while
-they wait (see llm.py).
+they wait (``scoring.judge.llm.release_db_connection``).
 
 The pending row is the job. Whenever slots are free, the process's dispatcher
 thread claims as many of the oldest pending scores (within the global limit)
@@ -17,15 +17,21 @@ and a score is run even if its wake-up was lost (Redis has no receipts).
 SIGTERM to a worker process fails every job it holds with "worker shut down"
 (and so sends their events), then ends the process at once: waiting for the
 judge to answer could take minutes, and the scores are already recorded.
+
+Each process also writes how many jobs it holds into memory it shares with its
+cluster (``HeldCounts``), which reports their sum in its heartbeat.
 """
 
+import ctypes
 import logging
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 from django.conf import settings
 from django.db import connection
 
@@ -37,8 +43,68 @@ logger = logging.getLogger(__name__)
 CLAIM_WAIT_S = 10.0
 
 
+class HeldCounts:
+    """How many judge jobs each worker process of a cluster holds, for the cluster's
+    heartbeat (``worker_in_flight``).
+
+    The cluster makes it before starting django-q2, which forks the worker
+    processes, so they share its memory: one (pid, held) entry per process. Each
+    process writes only its own entry and takes no lock to do so: a process killed
+    mid-write (SIGKILL, a django-q2 timeout) would leave a lock held and stop every
+    other from counting. The cluster adds up the entries of its live processes, so
+    the jobs of a process that died are not counted.
+    """
+
+    def __init__(self, entries: int):
+        self._pids = multiprocessing.Array(ctypes.c_long, entries, lock=False)
+        self._held = multiprocessing.Array(ctypes.c_long, entries, lock=False)
+        self._taking = multiprocessing.Lock()
+
+    def take_entry(self) -> int | None:
+        """In a worker process: the entry it writes its count to (one it had under a
+        reused pid, else a free one or one of an ended process); None if none is left."""
+        pid = os.getpid()
+        # In turn, so that processes starting together take different entries; but a
+        # process killed while taking one must not stop the next ones from counting.
+        locked = self._taking.acquire(timeout=CLAIM_WAIT_S)
+        try:
+            owners = list(self._pids)
+            if pid in owners:
+                entry = owners.index(pid)
+            else:
+                entry = next(
+                    (i for i, owner in enumerate(owners) if owner == 0 or not psutil.pid_exists(owner)), None
+                )
+            if entry is not None:
+                self._held[entry] = 0
+                self._pids[entry] = pid
+            return entry
+        finally:
+            if locked:
+                self._taking.release()
+
+    def report(self, entry: int, held: int) -> None:
+        self._held[entry] = held
+
+    def total(self, pids: set[int]) -> int:
+        """Jobs held by the processes ``pids`` (the cluster's live ones)."""
+        return sum(held for owner, held in zip(self._pids, self._held) if owner in pids)
+
+
+_held_counts: HeldCounts | None = None
+
+
+def share_held_counts(processes: int) -> HeldCounts:
+    """Called by the cluster before it forks its ``processes`` worker processes; the
+    runtime of each reports to what this returns."""
+    global _held_counts
+    # Room for replacements started before the process they replace is gone.
+    _held_counts = HeldCounts(2 * processes + 2)
+    return _held_counts
+
+
 class JudgeRuntime:
-    def __init__(self, slots: int, poll_s: float):
+    def __init__(self, slots: int, poll_s: float, held_counts: HeldCounts | None = None):
         self.slots = slots
         self.poll_s = poll_s
         self._free_slots = threading.BoundedSemaphore(slots)
@@ -51,6 +117,10 @@ class JudgeRuntime:
         self._claiming = threading.Lock()
         self._stopping = False
         self._dispatcher = threading.Thread(target=self._dispatch_forever, name="judge-dispatcher", daemon=True)
+        self._held_counts = held_counts
+        self._held_entry = held_counts.take_entry() if held_counts is not None else None
+        if held_counts is not None and self._held_entry is None:
+            logger.warning("no room to report this process's judge jobs: the cluster's worker_in_flight undercounts")
 
     def start(self) -> None:
         self._dispatcher.start()
@@ -62,6 +132,11 @@ class JudgeRuntime:
     def held(self) -> list[str]:
         with self._lock:
             return sorted(self._held)
+
+    def _report_held(self) -> None:
+        """Tell the cluster how many jobs this process holds (with ``_lock`` held)."""
+        if self._held_entry is not None:
+            self._held_counts.report(self._held_entry, len(self._held))
 
     def _dispatch_forever(self) -> None:
         while True:
@@ -84,6 +159,7 @@ class JudgeRuntime:
             scores = [] if self._stopping else self._claim(free)
             with self._lock:
                 self._held.update(str(score.score_id) for score in scores)
+                self._report_held()
         for _ in range(free - len(scores)):
             self._free_slots.release()
         for score in scores:
@@ -106,6 +182,7 @@ class JudgeRuntime:
         finally:
             with self._lock:
                 self._held.discard(str(score.score_id))
+                self._report_held()
             connection.close()  # this thread's; threads are reused for other jobs
             self._free_slots.release()
 
@@ -150,7 +227,9 @@ def get_runtime() -> JudgeRuntime:
     global _runtime
     with _runtime_lock:
         if _runtime is None:
-            _runtime = JudgeRuntime(settings.SCORING_CONCURRENCY_PER_WORKER, settings.SCORING_WORKER_POLL_S)
+            _runtime = JudgeRuntime(
+                settings.SCORING_CONCURRENCY_PER_WORKER, settings.SCORING_WORKER_POLL_S, _held_counts
+            )
             if threading.current_thread() is threading.main_thread():
                 signal.signal(signal.SIGTERM, _runtime.shut_down)
             _runtime.start()

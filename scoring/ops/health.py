@@ -201,7 +201,8 @@ def readiness(checks: dict[str, Callable[[], str]] | None = None) -> tuple[bool,
 
 
 def record_worker_heartbeat(cluster_name: str, in_flight: int | None = None) -> bool:
-    """Say that this process's worker cluster is alive; prune clusters long gone.
+    """Say that this process's worker cluster is alive, holding ``in_flight`` judge
+    jobs (None: not known); prune clusters long gone.
 
     Called by the cluster's main loop every few seconds. One row per
     (host, pid), so every cluster process has its own whatever name it gives.

@@ -136,8 +136,10 @@ class RequestMetricsMiddleware:
 # --- Read from the database at scrape time ------------------------------------------------------
 
 # error_message prefix -> reason class, first match wins. The messages are
-# those of scoring.judge.llm, scoring.judge.conversation, scoring.services and
-# scoring.selectors (tests/ops/test_metrics.py produces them for real).
+# those of the judge (scoring.judge: llm, circuit, conversation, errors), of
+# scoring.services (the job, the worker's shutdown) and of scoring.selectors (the
+# orphans). docs/observability.md has this table; tests/ops/test_metrics.py
+# checks it against this one and produces each message for real.
 FAILURE_REASONS = (
     ("judge LLM rate-limited", "llm_rate_limited"),
     ("judge LLM request timed out", "llm_timeout"),
@@ -147,6 +149,7 @@ FAILURE_REASONS = (
     ("judge reply has no 0-100 score", "no_score"),
     ("judge LLM", "llm_error"),
     ("could not connect to the judge LLM", "llm_error"),
+    ("the judge prompt of this session is about", "input_too_large"),
     ("no judge model configured", "not_configured"),
     ("worker shut down", "worker_shutdown"),
     ("orphaned:", "orphaned"),

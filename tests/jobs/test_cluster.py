@@ -6,8 +6,10 @@ import time
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
 
-from scoring.models import ScoringEvent, SessionScore
+from scoring.models import ScoringEvent, SessionScore, WorkerHeartbeat
 from scoring.realtime import events
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
 from tests.support.fake_llm import Reply
@@ -244,3 +246,31 @@ def test_sigterm_fails_every_job_the_worker_process_holds(start_worker, judge_ll
         score = SessionScore.objects.get(pk=score_id)
         assert (score.status, score.error_message) == ("failed", "worker shut down")
         assert ScoringEvent.objects.filter(score_id=score_id, event_type=events.FAILED).exists()
+
+
+def test_the_heartbeat_reports_the_judge_jobs_the_worker_processes_hold(start_worker, judge_llm, operator_client):
+    judge_llm.set_default(Reply(TURN1, delay=40))
+    cluster = start_worker(
+        **{
+            **judge_llm.env(),
+            "SCORING_WORKERS": "2",
+            "SCORING_CONCURRENCY_PER_WORKER": "2",
+            "SCORING_LLM_TIMEOUT_S": "60",
+        }
+    )
+    post_scorings(operator_client, 3)
+    # Two slots a process: the three jobs are held by both worker processes.
+    wait_for(lambda: len(first_turns(judge_llm)) == 3, what="three judge conversations to start")
+
+    beat = wait_for(
+        lambda: WorkerHeartbeat.objects.filter(pid=cluster.process.pid, in_flight=3).first(),
+        what="a heartbeat counting the three jobs",
+    )
+    metrics = Client().get("/metrics")
+    gauge = {
+        tuple(sample.labels.values()): sample.value
+        for family in text_string_to_metric_families(metrics.content.decode())
+        for sample in family.samples
+        if sample.name == "tarsy_scoring_worker_in_flight"
+    }
+    assert gauge == {(beat.cluster_name, beat.host, str(cluster.process.pid)): 3}

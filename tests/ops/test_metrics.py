@@ -9,13 +9,15 @@ import time
 from decimal import Decimal
 
 import pytest
+from django.db import OperationalError
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from scoring import services
 from scoring.jobs import queue
+from scoring.judge import rendering
 from scoring.models import JudgeCircuit, ScoringStatus, WorkerHeartbeat
-from scoring.ops import health
+from scoring.ops import health, metrics
 from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Error, Hang, Reply, context_length_exceeded, rate_limited, unauthorized
 from tests.support.servers import REPO_DIR, child_env
@@ -127,23 +129,81 @@ def orphan(judge_llm, settings):
     return score
 
 
+def fail_held_score(message: str):
+    """Fail a running score with ``message``, as the runtime does when its worker stops."""
+    score = make_score(make_session(), Status.IN_PROGRESS)
+    return services.fail_scoring(score.score_id, message)
+
+
+def lose_the_database(judge_llm, settings, monkeypatch):
+    """The job's database connection breaks mid-job (after the claim, before the judge)."""
+
+    def broken(session):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    make_score(make_session(), Status.PENDING)
+    monkeypatch.setattr(rendering, "investigation_digest", broken)
+    return run_next_scoring()
+
+
+def unexpected_error(judge_llm, settings):
+    make_score(make_session(stages="not a list of stages"), Status.PENDING)
+    return run_next_scoring()
+
+
+# A real failure for each row of docs/observability.md's table, by the message it begins with.
 FAILURES = {
-    "llm_rate_limited": lambda llm, s: fail_with(llm, s, rate_limited()),
-    "llm_timeout": lambda llm, s: fail_with(llm, s, Hang(5), SCORING_LLM_TIMEOUT_S=0.3),
-    "llm_error": lambda llm, s: fail_with(llm, s, unauthorized()),
-    "context_window": lambda llm, s: fail_with(llm, s, context_length_exceeded()),
-    "no_score": lambda llm, s: fail_with(llm, s, Reply("No number here."), Reply("Still none.")),
-    "not_configured": lambda llm, s: fail_with(llm, s, SCORING_LLM_MODEL=""),
-    "circuit_open": open_the_circuit,
-    "orphaned": orphan,
+    "judge LLM rate-limited": lambda llm, s, _: fail_with(llm, s, rate_limited()),
+    "judge LLM request timed out": lambda llm, s, _: fail_with(llm, s, Hang(5), SCORING_LLM_TIMEOUT_S=0.3),
+    "scoring deadline reached before the judge LLM answered": lambda llm, s, _: fail_with(
+        llm, s, Error(503), SCORING_LLM_MAX_RETRIES=1, SCORING_LLM_BACKOFF_S=30, SCORING_JOB_TIMEOUT_S=5
+    ),
+    "judge LLM circuit breaker is open": lambda llm, s, _: open_the_circuit(llm, s),
+    "session too large for the judge model": lambda llm, s, _: fail_with(llm, s, context_length_exceeded()),
+    "judge reply has no 0-100 score": lambda llm, s, _: fail_with(
+        llm, s, Reply("No number here."), Reply("Still none.")
+    ),
+    "judge LLM": lambda llm, s, _: fail_with(llm, s, unauthorized()),
+    "could not connect to the judge LLM": lambda llm, s, _: fail_with(
+        llm, s, SCORING_LLM_API_BASE=f"http://127.0.0.1:{closed_port()}/v1"
+    ),
+    "the judge prompt of this session is about": lambda llm, s, _: fail_with(llm, s, SCORING_MAX_INPUT_TOKENS=1),
+    "no judge model configured": lambda llm, s, _: fail_with(llm, s, SCORING_LLM_MODEL=""),
+    "worker shut down": lambda llm, s, _: fail_held_score(services.WORKER_SHUT_DOWN),
+    "orphaned:": lambda llm, s, _: orphan(llm, s),
+    "database error": lose_the_database,
+    "unexpected error": lambda llm, s, _: unexpected_error(llm, s),
+    "": lambda llm, s, _: fail_held_score("a message no class names"),
 }
 
 
-@pytest.mark.parametrize("reason", FAILURES)
-def test_failed_scorings_are_counted_by_reason_class(judge_llm, settings, reason):
-    score = FAILURES[reason](judge_llm, settings)
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
+
+def documented_failure_classes() -> list[tuple[str, str]]:
+    """(``error_message`` beginning, reason) rows of docs/observability.md's table, in order."""
+    doc = (REPO_DIR / "docs" / "observability.md").read_text()
+    table = doc.split("Failure reason classes", 1)[1].split("\n\n")[1]
+    return re.findall(r"^\| `(\w+)` \| (?:`([^`]+)` )?\|", table, re.M)
+
+
+DOCUMENTED = [(prefix, reason) for reason, prefix in documented_failure_classes()]
+
+
+def test_the_documented_failure_classes_are_those_computed():
+    assert DOCUMENTED == [*metrics.FAILURE_REASONS, ("", metrics.OTHER_REASON)]
+
+
+@pytest.mark.parametrize(("prefix", "reason"), DOCUMENTED, ids=[reason for _, reason in DOCUMENTED])
+def test_failed_scorings_are_counted_by_reason_class(judge_llm, settings, monkeypatch, prefix, reason):
+    score = FAILURES[prefix](judge_llm, settings, monkeypatch)
+
+    score.refresh_from_db()
     assert score.status == Status.FAILED
+    assert score.error_message.startswith(prefix), score.error_message
     samples = scrape()
     failed = {
         dict(labels)["reason"]: n
@@ -312,7 +372,7 @@ def test_multiprocess_mode_adds_up_every_process(tmp_path, monkeypatch):
             [
                 sys.executable,
                 "-c",
-                f"import django; django.setup(); from scoring import metrics; metrics.observe_llm_call({seconds}, 'ok')",
+                f"import django; django.setup(); from scoring.ops import metrics; metrics.observe_llm_call({seconds}, 'ok')",
             ],
             cwd=REPO_DIR,
             env=env,
