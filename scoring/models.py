@@ -105,7 +105,7 @@ class ScoringStatus(models.TextChoices):
 
 
 class SessionScore(models.Model):
-    """One judge scoring of a session (spec 000, Phase 1: ``session_scores``).
+    """One judge scoring of a session (EP-0028, Phase 1: the ``session_scores`` table).
 
     Every scoring is kept: a re-score adds a row, and the score of a session is
     its newest row. At most one row per session may be pending or in progress.
@@ -125,7 +125,7 @@ class SessionScore(models.Model):
     started_at_us = models.BigIntegerField()
     completed_at_us = models.BigIntegerField(null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
-    # Beyond spec 000: what produced the score and what it cost.
+    # Beyond EP-0028: what produced the score and what it cost.
     judge_model = models.CharField(max_length=255, blank=True, default="")
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)

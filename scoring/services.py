@@ -134,7 +134,7 @@ def _judge_prompt_chars(session: AlertSession) -> int | None:
 def score_request(*, session_id, triggered_by: str, force_rescore: bool = False) -> tuple[SessionScore, bool]:
     """Start scoring a session, or return the scoring it already has.
 
-    Returns ``(score, created)``. Follows spec 000's status table: an active
+    Returns ``(score, created)``. Follows EP-0028's status table: an active
     (pending / in_progress) score is returned as it is, or refused with
     ``ScoringInProgress`` when a re-score is forced; a finished score is
     returned unless ``force_rescore``; otherwise a new pending score is created

@@ -287,7 +287,7 @@ SCORING_WORKERS = env_number("SCORING_WORKERS", 2, int)
 SCORING_CONCURRENCY_PER_WORKER = env_number("SCORING_CONCURRENCY_PER_WORKER", 20, int)
 SCORING_MAX_IN_FLIGHT = env_number("SCORING_MAX_IN_FLIGHT", 200, int)
 # How often a worker process with free slots looks for pending scores when no
-# wake-up task arrives (the pending row is the job: runtime.py).
+# wake-up task arrives (the pending row is the job: scoring/jobs/runtime.py).
 SCORING_WORKER_POLL_S = env_number("SCORING_WORKER_POLL_S", 1.0, float)
 # A pending row that no worker has claimed after this long is marked failed.
 SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
@@ -297,7 +297,7 @@ Q_CLUSTER = {
     "workers": SCORING_WORKERS,
     # Every task is short: the orphan cleanup, and judge wake-ups that return at
     # once (the judge job itself runs on a thread of the worker process, bounded
-    # by SCORING_JOB_TIMEOUT_S; runtime.py).
+    # by SCORING_JOB_TIMEOUT_S; scoring/jobs/runtime.py).
     "timeout": 300,
     # The broker hands a task out again if it is not acknowledged within
     # `retry` seconds; it must exceed the longest task, or that task runs twice.

@@ -1,4 +1,4 @@
-"""The scoring schema as the database holds it (spec 000, Phase 1).
+"""The scoring schema as the database holds it (EP-0028, Phase 1: "Database Schema & Models").
 
 bin/test runs these on SQLite and on PostgreSQL: the constraints must be
 enforced by the database itself, not by Django's validation.

@@ -1,6 +1,6 @@
 """``/api/v1/scoring/sessions/{session_id}/score``: request and read a session's score.
 
-Behaviour is spec 000's "API Usage" section, status table included.
+Behaviour is EP-0028's "API Usage" section (the README links it), status table included.
 """
 
 import uuid

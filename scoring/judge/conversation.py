@@ -23,7 +23,7 @@ from scoring.realtime import events
 
 # Markdown emphasis a judge may wrap its score line in ("**75**", "`75`").
 _EMPHASIS = re.compile(r"[*_`]+")
-# The spec's pattern, `(\d+)\s*$`, anchored so that "-1" or "7.5" do not pass
+# EP-0028's pattern, `(\d+)\s*$`, anchored so that "-1" or "7.5" do not pass
 # as 1 or 5: the digits must not follow a sign, decimal point or slash.
 _SCORE_AT_END = re.compile(r"(?<![\d.\-+/])(\d+)\s*$")
 RAW_REPLY_TAIL_CHARS = 500
@@ -41,7 +41,7 @@ class JudgeResult:
 
 
 def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
-    """The turn-1 prompt: the spec's score prompt with the session filled in.
+    """The turn-1 prompt: EP-0028's score prompt with the session filled in.
 
     The session's values are untrusted, so each is fenced between boundary
     markers with a random token drawn for this prompt (``boundary_token`` fixes

@@ -1,6 +1,6 @@
-"""The judge prompts (spec 000, Attachment) and their criteria hash.
+"""The judge prompts (EP-0028's "Attachment: Judge Prompts") and their criteria hash.
 
-Both prompts are verbatim from the spec: each constant is exactly the text
+Both prompts are verbatim from EP-0028: each constant is exactly the text
 between its ```text fence lines, with no trailing newline. Changing a single
 character changes PROMPT_HASH, and every score made under the old text then
 reports ``current_prompt_used: false`` (see docs/criteria.md).

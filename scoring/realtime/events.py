@@ -44,7 +44,7 @@ PHASE_ANALYZING = "analyzing_methodology"
 PHASE_MISSING_TOOLS = "identifying_missing_tools"
 PHASES = (PHASE_ANALYZING, PHASE_MISSING_TOOLS)
 
-# The type-specific fields each event carries (spec 000, "WebSocket Events").
+# The type-specific fields each event carries (EP-0028, "WebSocket Events").
 EVENT_FIELDS = {
     STARTED: frozenset(),
     PROGRESS: frozenset({"phase"}),

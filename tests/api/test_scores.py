@@ -1,4 +1,4 @@
-"""POST/GET /api/v1/scoring/sessions/{id}/score: spec 000's status table and error codes."""
+"""POST/GET /api/v1/scoring/sessions/{id}/score: EP-0028's status table and error codes."""
 
 import uuid
 
