@@ -26,7 +26,6 @@ def _forget_inherited_connection_pools() -> None:
 class ScoringConfig(AppConfig):
     name = "scoring"
     verbose_name = "Scoring"
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         if settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):

@@ -90,7 +90,13 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so that it counts and times every answer, the refusals below included
+    # (/metrics, docs/observability.md).
+    "scoring.ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (MAX_REQUEST_BODY_BYTES) get 413 before any
+    # view reads them (DRF's JSON parser would not check the limit itself).
+    "tarsy_scoring.request_limits.RequestBodyLimitMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -397,11 +403,7 @@ SCORING_EVENT_RESYNC_S = env_number("SCORING_EVENT_RESYNC_S", 2.0)
 # How often each web process prunes old events.
 SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)
 
-# --- Throttling and request size -------------------------------------------------------------
-# Bodies over DATA_UPLOAD_MAX_MEMORY_SIZE (MAX_REQUEST_BODY_BYTES) get 413 before any view
-# reads them (DRF's JSON parser would not check the limit itself).
-MIDDLEWARE.insert(1, "tarsy_scoring.request_limits.RequestBodyLimitMiddleware")
-
+# --- Throttling and request size (the body limit's middleware is in MIDDLEWARE) --------------
 # Requests for a scoring (POST .../score) per user: "<count>/<s|min|h|day>", or "" for no
 # limit. The counts live in the cache: per process without REDIS_URL, so with several web
 # processes set REDIS_URL to make the limit hold across them.
@@ -477,4 +479,3 @@ METRICS_ALLOWED_IPS = env_networks("METRICS_ALLOWED_IPS", "")
 _multiproc_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
 if _multiproc_dir and not Path(_multiproc_dir).is_dir():
     raise ImproperlyConfigured(f"PROMETHEUS_MULTIPROC_DIR={_multiproc_dir!r} is not a folder; create it first")
-MIDDLEWARE.insert(0, "scoring.ops.metrics.RequestMetricsMiddleware")
