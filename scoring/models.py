@@ -314,7 +314,7 @@ class ScoreReview(models.Model):
 class WorkerHeartbeat(models.Model):
     """The last sign of life of one judge worker cluster (one ``scoring_worker`` process).
 
-    Each cluster upserts its own row every few seconds (``scoring.ops.health``);
+    Each cluster upserts its own row every 10 s (``scoring.ops.health``);
     ``/readyz`` and ``/metrics`` read them to tell whether any worker is alive.
     Rows of clusters gone for long are pruned.
     """
@@ -323,7 +323,8 @@ class WorkerHeartbeat(models.Model):
     pid = models.IntegerField()
     cluster_name = models.CharField(max_length=255)
     last_seen_us = models.BigIntegerField(db_index=True)
-    # Judge jobs the cluster was running at its last heartbeat, when it says.
+    # Judge jobs the cluster's worker processes held at its last heartbeat
+    # (scoring.jobs.runtime.HeldCounts); null when not known.
     in_flight = models.IntegerField(null=True, blank=True)
 
     class Meta:
