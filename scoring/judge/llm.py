@@ -33,7 +33,7 @@ from scoring.ops import metrics
 
 logger = logging.getLogger("scoring.judge.llm")
 
-LOG_TEXT_LIMIT = 1000  # spec: requests and replies are logged truncated to 1000 characters
+LOG_TEXT_LIMIT = 1000  # EP-0028's first draft ("Logging"): logged requests and replies are cut to this
 DETAIL_LIMIT = 300  # provider text kept in a user-facing error message
 
 
