@@ -187,7 +187,7 @@ def over_input_bound(sessions) -> QuerySet[AlertSession]:
 
 
 # --- Dashboard and admin: sessions with their score, bands, reviews -------------------------
-# EP-0028, Phase 6 (UI Integration): 0-49 red (failed investigation), 50-74 yellow (weak), 75-100 green (good).
+# EP-0028, Phase 6: 0-49 red (failed investigation), 50-74 yellow (weak), 75-100 green (good).
 
 
 @dataclass(frozen=True)

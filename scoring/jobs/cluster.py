@@ -70,7 +70,8 @@ def run_cluster() -> None:
             logger.error("the worker cluster's sentinel died; stopping")
             break
         if time.monotonic() - last_heartbeat >= HEARTBEAT_INTERVAL_S:
-            in_flight = held_counts.total({process.pid for process in psutil.Process().children(recursive=True)})
+            live = {process.pid for process in psutil.Process().children(recursive=True)}
+            in_flight = held_counts.total(live)
             health.record_worker_heartbeat(settings.Q_CLUSTER["name"], in_flight)
             last_heartbeat = time.monotonic()
     sync_stop.set()  # a sync in progress stops before its next document and lets its lease go

@@ -120,7 +120,7 @@ class JudgeRuntime:
         self._held_counts = held_counts
         self._held_entry = held_counts.take_entry() if held_counts is not None else None
         if held_counts is not None and self._held_entry is None:
-            logger.warning("no room to report this process's judge jobs: the cluster's worker_in_flight undercounts")
+            logger.warning("no room to report this process's judge jobs: worker_in_flight undercounts them")
 
     def start(self) -> None:
         self._dispatcher.start()

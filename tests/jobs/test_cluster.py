@@ -248,7 +248,9 @@ def test_sigterm_fails_every_job_the_worker_process_holds(start_worker, judge_ll
         assert ScoringEvent.objects.filter(score_id=score_id, event_type=events.FAILED).exists()
 
 
-def test_the_heartbeat_reports_the_judge_jobs_the_worker_processes_hold(start_worker, judge_llm, operator_client):
+def test_the_heartbeat_reports_the_judge_jobs_the_worker_processes_hold(
+    start_worker, judge_llm, operator_client
+):
     judge_llm.set_default(Reply(TURN1, delay=40))
     cluster = start_worker(
         **{

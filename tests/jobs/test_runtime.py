@@ -1,9 +1,11 @@
 """The judge runtime's dispatcher, in-process. Worker processes running it are
-tested in test_worker_processes.py."""
+tested in test_cluster.py."""
+
+import multiprocessing
 
 import pytest
 
-from scoring.jobs.runtime import JudgeRuntime
+from scoring.jobs.runtime import HeldCounts, JudgeRuntime
 from scoring.models import ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
 
@@ -37,3 +39,20 @@ def test_a_runtime_that_stopped_claiming_leaves_pending_scores_to_other_workers(
     assert idle
     assert runtime.held() == []
     assert status_of(score) == ScoringStatus.PENDING
+
+
+def hold(counts: HeldCounts, jobs: int) -> None:
+    counts.report(counts.take_entry(), jobs)
+
+
+def test_held_counts_add_up_live_processes_and_reuse_the_entries_of_ended_ones():
+    counts = HeldCounts(1)
+    child = multiprocessing.get_context("fork").Process(target=hold, args=(counts, 3))
+    child.start()
+    child.join()
+
+    assert counts.total({child.pid}) == 3  # written in the child, read here
+    assert counts.total(set()) == 0  # not counted once its process is gone
+    # The one entry belonged to a process that has ended: the next process takes it.
+    assert counts.take_entry() == 0
+    assert counts.total({child.pid}) == 0

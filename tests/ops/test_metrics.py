@@ -167,7 +167,9 @@ FAILURES = {
     "could not connect to the judge LLM": lambda llm, s, _: fail_with(
         llm, s, SCORING_LLM_API_BASE=f"http://127.0.0.1:{closed_port()}/v1"
     ),
-    "the judge prompt of this session is about": lambda llm, s, _: fail_with(llm, s, SCORING_MAX_INPUT_TOKENS=1),
+    "the judge prompt of this session is about": lambda llm, s, _: fail_with(
+        llm, s, SCORING_MAX_INPUT_TOKENS=1
+    ),
     "no judge model configured": lambda llm, s, _: fail_with(llm, s, SCORING_LLM_MODEL=""),
     "worker shut down": lambda llm, s, _: fail_held_score(services.WORKER_SHUT_DOWN),
     "orphaned:": lambda llm, s, _: orphan(llm, s),
