@@ -312,7 +312,7 @@ def test_multiprocess_mode_adds_up_every_process(tmp_path, monkeypatch):
             [
                 sys.executable,
                 "-c",
-                f"import django; django.setup(); from scoring import metrics; metrics.observe_llm_call({seconds}, 'ok')",
+                f"import django; django.setup(); from scoring.ops import metrics; metrics.observe_llm_call({seconds}, 'ok')",
             ],
             cwd=REPO_DIR,
             env=env,
