@@ -1,14 +1,18 @@
-"""The judge job (claim the oldest pending score, judge it) against the fake LLM over real HTTP."""
+"""scoring/services.py: requesting a score (spec 000's status table, orphans), the judge job
+(claim the oldest pending score, judge it; against the fake LLM over real HTTP), the moves of
+a score, and the session row's copy of its newest score (``AlertSession.latest_*``), written
+with every change to a score."""
 
+import time
 from decimal import Decimal
 
 import pytest
 
-from scoring import services
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.models import ScoringEvent, ScoringStatus, SessionScore
+from scoring import batches, services
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
+from scoring.models import AlertSession, ScoringCriteria, ScoringEvent, ScoringStatus, SessionScore
 from scoring.realtime import events
-from tests.support.factories import make_score, make_session, run_next_scoring
+from tests.support.factories import copy_on_session, make_score, make_session, newest_score, run_next_scoring
 from tests.support.fake_llm import Error, Reply
 
 pytestmark = pytest.mark.django_db
@@ -211,3 +215,115 @@ def test_claims_stop_at_the_global_limit(settings):
     settings.SCORING_MAX_IN_FLIGHT = 4
     still_pending = SessionScore.objects.get(pk__in=[score.score_id for score in waiting], status="pending")
     assert services.claim_pending_scores(10) == [still_pending]
+
+
+# --- The session row's copy of its newest score -----------------------------------------
+
+
+def request(session: AlertSession, force_rescore: bool = False) -> SessionScore:
+    score, _ = services.score_request(
+        session_id=session.session_id, triggered_by="bob", force_rescore=force_rescore
+    )
+    return score
+
+
+def test_a_session_never_scored_has_no_copy():
+    assert copy_on_session(make_session()) == (None, None, None, None)
+
+
+def test_a_requested_scoring_is_copied_as_pending():
+    session = make_session()
+
+    score = request(session)
+
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+def test_claim_and_completion_are_copied(judge_llm):
+    judge_llm.push(Reply("Logical Flow: 20/25\n\n81"), Reply("1. **kubectl-logs**"))
+    session = make_session()
+    score = request(session)
+
+    (claimed,) = services.claim_pending_scores(1)
+    assert copy_on_session(session) == (score.score_id, "in_progress", None, PROMPT_HASH)
+    services.run_claimed_score(claimed)
+
+    assert copy_on_session(session) == (score.score_id, "completed", 81, PROMPT_HASH)
+    assert copy_on_session(session) == newest_score(session)
+
+
+def test_a_failure_is_copied():
+    session = make_session()
+    score = request(session)
+
+    services.fail_scoring(score.score_id, "judge LLM timed out")
+
+    assert copy_on_session(session) == (score.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_an_orphan_failed_by_the_cleanup_is_copied(settings):
+    settings.SCORING_JOB_TIMEOUT_S = 60
+    session = make_session()
+    orphan = make_score(session, ScoringStatus.IN_PROGRESS, started_at_us=time.time_ns() // 1000 - 61_000_000)
+
+    assert services.expire_stale_scorings() == 1
+
+    assert copy_on_session(session) == (orphan.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_request_fails_a_stale_active_score_and_returns_it(settings):
+    settings.SCORING_PENDING_TIMEOUT_S = 600
+    session = make_session()
+    lost = make_score(session, ScoringStatus.PENDING, scored_at_us=time.time_ns() // 1000 - 601_000_000)
+
+    score = request(session)
+
+    assert score.score_id == lost.score_id and score.status == "failed"
+    assert score.error_message.startswith("orphaned: queued for over 600 s")
+    assert copy_on_session(session) == (lost.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_forced_rescore_fails_a_stale_active_score_and_starts_a_new_one(settings):
+    settings.SCORING_PENDING_TIMEOUT_S = 600
+    session = make_session()
+    lost = make_score(session, ScoringStatus.PENDING, scored_at_us=time.time_ns() // 1000 - 601_000_000)
+
+    score = request(session, force_rescore=True)
+
+    assert score.score_id != lost.score_id and score.status == "pending"
+    lost.refresh_from_db()
+    assert lost.status == "failed" and lost.error_message.startswith("orphaned: queued for over 600 s")
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+def test_a_request_returns_an_active_score_within_its_time_limit_as_it_is():
+    session = make_session()
+    active = make_score(session, ScoringStatus.IN_PROGRESS)
+
+    assert request(session).score_id == active.score_id
+    active.refresh_from_db()
+    assert active.status == "in_progress"
+
+
+def test_a_forced_rescore_replaces_the_copy_of_the_finished_score():
+    session = make_session()
+    make_score(session, total_score=90, prompt_hash="0" * 64)
+
+    score = request(session, force_rescore=True)
+
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+@pytest.mark.parametrize("path", ["request", "batch"])
+def test_scoring_records_the_criteria_it_used(path):
+    session = make_session()
+
+    if path == "request":
+        request(session)
+    else:
+        batches.score_sessions([session.session_id], triggered_by="cli", force_rescore=False)
+
+    criteria = ScoringCriteria.objects.get()
+    assert criteria.prompt_hash == PROMPT_HASH and criteria.score_prompt and criteria.followup_prompt
+
+
