@@ -6,10 +6,16 @@ import uuid
 
 import pytest
 
-from scoring import batches, services
+from scoring import batches, selectors, services
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import ScoringStatus
 from tests.support.factories import copy_on_session, make_score, make_session, newest_score
+from tests.support.status_table import (
+    NEWEST_SCORES,
+    assert_orphan_rule,
+    expected_decision,
+    make_session_with_newest,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -62,3 +68,39 @@ def test_a_batch_counts_unknown_and_unfinished_sessions_as_not_scorable():
 
     assert outcome == {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 2}
 
+
+
+# Where the batch counts each decision of the status table.
+COUNTED_AS = {
+    services.ScoringDecision.NOT_SCORABLE: "not_scorable",
+    services.ScoringDecision.IN_PROGRESS: "in_progress",
+    services.ScoringDecision.ALREADY_SCORED: "already_scored",
+    services.ScoringDecision.NEW_SCORE: "queued",
+}
+
+
+@pytest.mark.parametrize("force_rescore", [False, True])
+def test_a_batch_follows_the_status_table(orphan_limits, force_rescore):
+    cases = [
+        (*make_session_with_newest(newest, status=session_status), newest)
+        for session_status in ("completed", "in_progress")
+        for newest in NEWEST_SCORES
+    ]
+    expected = {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 1}  # 1: the unknown id
+    for session, _, newest in cases:
+        expected[COUNTED_AS[expected_decision(session, newest, force_rescore)]] += 1
+
+    outcome = batches.score_sessions(
+        [session.session_id for session, _, _ in cases] + [uuid.uuid4()],
+        triggered_by="cli",
+        force_rescore=force_rescore,
+    )
+
+    assert outcome == expected
+    for session, before, newest in cases:
+        now_newest = selectors.latest_score(session.session_id)
+        if expected_decision(session, newest, force_rescore) is services.ScoringDecision.NEW_SCORE:
+            assert now_newest.status == "pending" and (before is None or now_newest.score_id != before.score_id)
+        else:
+            assert (now_newest and now_newest.score_id) == (before and before.score_id), newest
+        assert_orphan_rule(session, before, newest)

@@ -4,16 +4,31 @@ a score, and the session row's copy of its newest score (``AlertSession.latest_*
 with every change to a score."""
 
 import time
+import uuid
 from decimal import Decimal
 
 import pytest
 
 from scoring import batches, services
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
-from scoring.models import AlertSession, ScoringCriteria, ScoringEvent, ScoringStatus, SessionScore
+from scoring.models import (
+    AlertSession,
+    ScoringCriteria,
+    ScoringEvent,
+    ScoringStatus,
+    SessionScore,
+    SessionStatus,
+)
 from scoring.realtime import events
 from tests.support.factories import copy_on_session, make_score, make_session, newest_score, run_next_scoring
 from tests.support.fake_llm import Error, Reply
+from tests.support.status_table import (
+    FINISHED_SESSION_STATUSES,
+    NEWEST_SCORES,
+    assert_orphan_rule,
+    expected_decision,
+    make_session_with_newest,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -327,3 +342,85 @@ def test_scoring_records_the_criteria_it_used(path):
     assert criteria.prompt_hash == PROMPT_HASH and criteria.score_prompt and criteria.followup_prompt
 
 
+
+
+# --- Requesting a score: spec 000's status table, coded once ------------------------------
+
+D = services.ScoringDecision
+# For a finished session: (its newest score's status, force_rescore) -> the decision (spec 000).
+STATUS_TABLE = {
+    (None, False): D.NEW_SCORE,
+    (None, True): D.NEW_SCORE,
+    ("completed", False): D.ALREADY_SCORED,
+    ("failed", False): D.ALREADY_SCORED,
+    ("pending", False): D.IN_PROGRESS,
+    ("in_progress", False): D.IN_PROGRESS,
+    ("completed", True): D.NEW_SCORE,
+    ("failed", True): D.NEW_SCORE,
+    ("pending", True): D.IN_PROGRESS,
+    ("in_progress", True): D.IN_PROGRESS,
+}
+
+
+@pytest.mark.parametrize("session_status", [status.value for status in SessionStatus])
+@pytest.mark.parametrize(("latest_status", "force_rescore"), list(STATUS_TABLE))
+def test_the_status_table_decides_every_combination(session_status, latest_status, force_rescore):
+    decision = services.scoring_decision(
+        session_status=session_status, latest_status=latest_status, force_rescore=force_rescore
+    )
+
+    if session_status in FINISHED_SESSION_STATUSES:
+        assert decision is STATUS_TABLE[(latest_status, force_rescore)]
+    else:
+        assert decision is D.NOT_SCORABLE
+
+
+@pytest.mark.parametrize("force_rescore", [False, True])
+@pytest.mark.parametrize("newest", list(NEWEST_SCORES))
+@pytest.mark.parametrize("session_status", ["completed", "in_progress"])
+def test_a_request_follows_the_status_table(orphan_limits, session_status, newest, force_rescore):
+    session, before = make_session_with_newest(newest, status=session_status)
+    decision = expected_decision(session, newest, force_rescore)
+
+    def request_it():
+        return services.score_request(session_id=session.session_id, triggered_by="bob", force_rescore=force_rescore)
+
+    if decision is D.NOT_SCORABLE:
+        with pytest.raises(services.SessionNotScorable, match=f"is {session_status}; only finished sessions"):
+            request_it()
+    elif decision is D.IN_PROGRESS and force_rescore:
+        with pytest.raises(services.ScoringInProgress) as refused:
+            request_it()
+        assert refused.value.score.score_id == before.score_id
+    else:
+        score, created = request_it()
+        assert created == (decision is D.NEW_SCORE)
+        if decision is D.NEW_SCORE:
+            assert score.status == "pending" and (before is None or score.score_id != before.score_id)
+        else:
+            assert score.score_id == before.score_id
+    assert_orphan_rule(session, before, newest)
+    assert SessionScore.objects.filter(session=session).count() == (
+        (before is not None) + (decision is D.NEW_SCORE)
+    )
+
+
+def test_a_request_for_an_unknown_session_is_refused():
+    unknown = uuid.uuid4()
+    with pytest.raises(services.SessionNotFound, match=str(unknown)):
+        services.score_request(session_id=unknown, triggered_by="bob")
+
+
+@pytest.mark.parametrize("path", ["request", "batch"])
+def test_orphans_of_other_sessions_are_left_to_the_cleanup(orphan_limits, path):
+    asked, _ = make_session_with_newest("completed")
+    _, other_orphan = make_session_with_newest("orphaned in_progress")
+
+    if path == "request":
+        services.score_request(session_id=asked.session_id, triggered_by="bob", force_rescore=True)
+    else:
+        batches.score_sessions([asked.session_id], triggered_by="cli", force_rescore=True)
+
+    other_orphan.refresh_from_db()
+    assert other_orphan.status == "in_progress"
+    assert services.expire_stale_scorings() == 1
