@@ -1,18 +1,22 @@
 """scoring/services.py: requesting a score (spec 000's status table, orphans), the judge job
 (claim the oldest pending score, judge it; against the fake LLM over real HTTP), the moves of
-a score, and the session row's copy of its newest score (``AlertSession.latest_*``), written
-with every change to a score."""
+a score, human reviews, and the session row's copy of its newest score (``AlertSession.latest_*``),
+written with every change to a score."""
 
 import time
 import uuid
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import IntegrityError, transaction
 
 from scoring import batches, services
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
     AlertSession,
+    ReviewVerdict,
+    ScoreReview,
     ScoringCriteria,
     ScoringEvent,
     ScoringStatus,
@@ -230,6 +234,101 @@ def test_claims_stop_at_the_global_limit(settings):
     settings.SCORING_MAX_IN_FLIGHT = 4
     still_pending = SessionScore.objects.get(pk__in=[score.score_id for score in waiting], status="pending")
     assert services.claim_pending_scores(10) == [still_pending]
+
+
+# --- Human review of judge scores, kept beside the judge's output --------------------------
+
+
+@pytest.fixture
+def reviewer():
+    return User.objects.create_user("rita", password="pw")
+
+
+@pytest.fixture
+def score():
+    return make_score(make_session(), total_score=82)
+
+
+def judge_output(score) -> tuple:
+    return SessionScore.objects.values_list(
+        "status", "total_score", "score_analysis", "missing_tools_analysis", "prompt_hash"
+    ).get(pk=score.pk)
+
+
+def test_a_review_is_kept_beside_the_judges_output(score, reviewer):
+    before = judge_output(score)
+    review = services.record_review(
+        score_id=score.score_id,
+        reviewer=reviewer,
+        verdict="disagree",
+        reviewer_score=40,
+        note="  Missed the logs.  ",
+    )
+    assert (review.score_id, review.reviewer, review.verdict, review.reviewer_score, review.note) == (
+        score.score_id, reviewer, ReviewVerdict.DISAGREE, 40, "Missed the logs.",
+    )  # fmt: skip
+    assert review.created_at is not None
+    assert judge_output(score) == before
+
+
+def test_every_review_is_kept(score, reviewer):
+    services.record_review(score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80)
+    services.record_review(score_id=score.score_id, reviewer=reviewer, verdict="disagree", reviewer_score=60)
+    assert sorted(score.reviews.values_list("verdict", flat=True)) == ["agree", "disagree"]
+
+
+@pytest.mark.parametrize("status", ["pending", "in_progress", "failed"])
+def test_only_completed_scores_can_be_reviewed(status, reviewer):
+    unfinished = make_score(make_session(), status=status)
+    with pytest.raises(services.ReviewRejected, match=f"is {status}; only completed scores can be reviewed"):
+        services.record_review(
+            score_id=unfinished.score_id, reviewer=reviewer, verdict="agree", reviewer_score=50
+        )
+    assert not ScoreReview.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reviewer_score", "message"),
+    [
+        ("maybe", 50, "verdict must be one of agree, disagree"),
+        ("agree", 101, "from 0 to 100"),
+        ("agree", -1, "from 0 to 100"),
+        ("agree", "50", "from 0 to 100"),
+        ("agree", True, "from 0 to 100"),
+    ],
+)
+def test_bad_reviews_are_refused_saying_why(score, reviewer, verdict, reviewer_score, message):
+    with pytest.raises(services.ReviewRejected, match=message):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score
+        )
+
+
+def test_edges_of_the_score_range_are_accepted(score, reviewer):
+    for value in (0, 100):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=value
+        )
+    assert score.reviews.count() == 2
+
+
+def test_unknown_score_and_anonymous_reviewer_are_refused(score, reviewer):
+    with pytest.raises(services.ReviewRejected, match="not found"):
+        services.record_review(
+            score_id="00000000-0000-0000-0000-000000000000",
+            reviewer=reviewer,
+            verdict="agree",
+            reviewer_score=1,
+        )
+    with pytest.raises(services.ReviewRejected, match="signed-in reviewer"):
+        services.record_review(
+            score_id=score.score_id, reviewer=AnonymousUser(), verdict="agree", reviewer_score=1
+        )
+
+
+def test_the_database_refuses_out_of_range_reviewer_scores(score, reviewer):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ScoreReview.objects.create(score=score, reviewer=reviewer, verdict="agree", reviewer_score=101)
 
 
 # --- The session row's copy of its newest score -----------------------------------------
