@@ -8,7 +8,8 @@ and a commit each; here a batch of sessions costs a few statements in all.
 from django.db import transaction
 
 from scoring import services
-from scoring.models import AlertSession, ScoringStatus, SessionScore, SessionStatus
+from scoring.models import SessionScore
+from scoring.services import ScoringDecision
 
 BATCH_SIZE = 500
 
@@ -16,14 +17,13 @@ BATCH_SIZE = 500
 def score_sessions(session_ids, *, triggered_by: str, force_rescore: bool) -> dict[str, int]:
     """Request scoring for many sessions (each once); count the outcomes.
 
-    The rules of ``services.score_request``, a batch at a time: orphans are failed once
-    for all; a session that is not finished (or not found) is not scorable, one
-    with an active score is in progress, one with a finished score is already
-    scored unless ``force_rescore``. The rest get their pending scores in one
-    transaction per batch, and their wake-ups after it.
+    The decisions of ``services.score_request`` (``services.decide_scorings``), a
+    batch at a time: a session that is not finished (or not found) is not
+    scorable, one with an active score is in progress, one with a finished score
+    is already scored unless ``force_rescore``. The rest get their pending scores
+    in one transaction per batch, and their wake-ups after it.
     """
     outcome = {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 0}
-    services.expire_stale_scorings()
     services.record_criteria()
     unique_ids = list(dict.fromkeys(session_ids))
     for start in range(0, len(unique_ids), BATCH_SIZE):
@@ -33,26 +33,28 @@ def score_sessions(session_ids, *, triggered_by: str, force_rescore: bool) -> di
     return outcome
 
 
+# The count each decision but a new score goes into (a session not found: not_scorable).
+_COUNTED_AS = {
+    ScoringDecision.NOT_SCORABLE: "not_scorable",
+    ScoringDecision.IN_PROGRESS: "in_progress",
+    ScoringDecision.ALREADY_SCORED: "already_scored",
+}
+
+
 def _score_batch(session_ids: list, triggered_by: str, force_rescore: bool) -> dict[str, int]:
-    found = list(
-        AlertSession.objects.filter(pk__in=session_ids).values_list("session_id", "status", "latest_status")
-    )
+    decided = services.decide_scorings(session_ids, force_rescore=force_rescore)
     counts = {
         "queued": 0,
         "already_scored": 0,
         "in_progress": 0,
-        "not_scorable": len(session_ids) - len(found),
+        "not_scorable": len(session_ids) - len(decided),
     }
     wanted = []
-    for session_id, status, latest_status in found:
-        if status not in SessionStatus.terminal_values():
-            counts["not_scorable"] += 1
-        elif latest_status in ScoringStatus.active_values():
-            counts["in_progress"] += 1
-        elif latest_status is not None and not force_rescore:
-            counts["already_scored"] += 1
+    for state, decision in decided:
+        if decision is ScoringDecision.NEW_SCORE:
+            wanted.append(state.session_id)
         else:
-            wanted.append(session_id)
+            counts[_COUNTED_AS[decision]] += 1
     if not wanted:
         return counts
     requested_at = services.now_us()

@@ -83,13 +83,49 @@ def latest_score_columns() -> dict:
     }
 
 
-def is_orphaned(score: SessionScore, *, now_us: int) -> bool:
-    """Whether an active score is past the limit after which ``stale_scorings`` lists it."""
-    if score.status == ScoringStatus.IN_PROGRESS:
-        return score.started_at_us < now_us - int(settings.SCORING_JOB_TIMEOUT_S * 1_000_000)
-    if score.status == ScoringStatus.PENDING:
-        return score.scored_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
+def is_orphaned(status: str, *, started_at_us: int, requested_at_us: int, now_us: int) -> bool:
+    """Whether a score in ``status`` is an active one past the limit after which
+    ``stale_scorings`` lists it (``requested_at_us``: its ``scored_at_us``)."""
+    if status == ScoringStatus.IN_PROGRESS:
+        return started_at_us < now_us - int(settings.SCORING_JOB_TIMEOUT_S * 1_000_000)
+    if status == ScoringStatus.PENDING:
+        return requested_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
     return False
+
+
+@dataclass(frozen=True)
+class ScoringState:
+    """What the status table decides on for one session (``services.scoring_decision``)."""
+
+    session_id: uuid.UUID
+    status: str
+    latest_status: str | None
+    latest_orphaned: bool
+
+
+def scoring_states(session_ids, *, now_us: int) -> list[ScoringState]:
+    """The state of each of these sessions that exists, in one query: the session
+    row and its copy of its newest score, whose times are read by primary key."""
+    newest = SessionScore.objects.filter(pk=OuterRef("latest_score_id"))
+    rows = (
+        AlertSession.objects.filter(pk__in=session_ids)
+        .annotate(
+            latest_started_at_us=Subquery(newest.values("started_at_us")[:1]),
+            latest_requested_at_us=Subquery(newest.values("scored_at_us")[:1]),
+        )
+        .values_list("session_id", "status", "latest_status", "latest_started_at_us", "latest_requested_at_us")
+    )
+    return [
+        ScoringState(
+            session_id,
+            status,
+            latest_status,
+            latest_orphaned=is_orphaned(
+                latest_status, started_at_us=started_at_us, requested_at_us=requested_at_us, now_us=now_us
+            ),
+        )
+        for session_id, status, latest_status, started_at_us, requested_at_us in rows
+    ]
 
 
 def oldest_pending_score_ids(limit: int) -> list:
@@ -107,11 +143,11 @@ def active_score(session_id) -> SessionScore | None:
     return SessionScore.objects.filter(session_id=session_id, status__in=ScoringStatus.active_values()).first()
 
 
-def stale_scorings(*, session_id=None, include_all=False, older_than_s=None, now_us: int) -> list[tuple]:
-    """(score_id, reason) of the active scores that no job will finish."""
+def stale_scorings(*, session_ids=None, include_all=False, older_than_s=None, now_us: int) -> list[tuple]:
+    """(score_id, reason) of the active scores that no job will finish (of these sessions, if given)."""
     active = SessionScore.objects.filter(status__in=ScoringStatus.active_values())
-    if session_id is not None:
-        active = active.filter(session_id=session_id)
+    if session_ids is not None:
+        active = active.filter(session_id__in=session_ids)
     if include_all:
         reason = "orphaned: marked failed by cleanup_orphaned_scorings --all"
         return [(score_id, reason) for score_id in active.values_list("score_id", flat=True)]

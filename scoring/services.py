@@ -7,6 +7,7 @@ that reports it is stored in the same transaction (``events.record``), to be
 sent after commit.
 """
 
+import enum
 import logging
 import math
 import time
@@ -131,35 +132,77 @@ def _judge_prompt_chars(session: AlertSession) -> int | None:
 # --- Requesting a score ------------------------------------------------------------------
 
 
+class ScoringDecision(enum.Enum):
+    """What a scoring request does for one session (``scoring_decision``)."""
+
+    NOT_SCORABLE = "not_scorable"  # the session is not finished
+    IN_PROGRESS = "in_progress"  # its newest score is active: it stays, and is not replaced
+    ALREADY_SCORED = "already_scored"  # its newest score is finished, and no re-score is forced
+    NEW_SCORE = "new_score"  # a new pending score is created
+
+
+def scoring_decision(*, session_status: str, latest_status: str | None, force_rescore: bool) -> ScoringDecision:
+    """EP-0028's status table, for a session in ``session_status`` whose newest
+    score is in ``latest_status`` (None: it was never scored). An orphaned newest
+    score is decided on as failed (``decide_scorings``)."""
+    if session_status not in SessionStatus.terminal_values():
+        return ScoringDecision.NOT_SCORABLE
+    if latest_status in Status.active_values():
+        return ScoringDecision.IN_PROGRESS
+    if latest_status is not None and not force_rescore:
+        return ScoringDecision.ALREADY_SCORED
+    return ScoringDecision.NEW_SCORE
+
+
+def decide_scorings(session_ids, *, force_rescore: bool) -> list[tuple[selectors.ScoringState, ScoringDecision]]:
+    """The decision of the status table for each of these sessions that exists
+    (a session that does not is the caller's to report).
+
+    Where the decision would be "in progress" but the active score is past its
+    time limit (its worker died, or it was never picked up), that orphan is
+    failed first and the decision made on ``failed``: an orphan never blocks a
+    new scoring for longer than that limit. Other orphans are left to the cleanup.
+    """
+    decided = []
+    orphaned_sessions = []
+    for state in selectors.scoring_states(session_ids, now_us=now_us()):
+        decision = scoring_decision(
+            session_status=state.status, latest_status=state.latest_status, force_rescore=force_rescore
+        )
+        if decision is ScoringDecision.IN_PROGRESS and state.latest_orphaned:
+            orphaned_sessions.append(state.session_id)
+            decision = scoring_decision(
+                session_status=state.status, latest_status=Status.FAILED, force_rescore=force_rescore
+            )
+        decided.append((state, decision))
+    if orphaned_sessions:
+        expire_stale_scorings(session_ids=orphaned_sessions)
+    return decided
+
+
 def score_request(*, session_id, triggered_by: str, force_rescore: bool = False) -> tuple[SessionScore, bool]:
     """Start scoring a session, or return the scoring it already has.
 
-    Returns ``(score, created)``. Follows EP-0028's status table: an active
-    (pending / in_progress) score is returned as it is, or refused with
-    ``ScoringInProgress`` when a re-score is forced; a finished score is
+    Returns ``(score, created)``, as ``decide_scorings`` decides: a session that
+    does not exist or is not finished is refused (``SessionNotFound``,
+    ``SessionNotScorable``); an active score is returned as it is, or refused
+    with ``ScoringInProgress`` when a re-score is forced; a finished score is
     returned unless ``force_rescore``; otherwise a new pending score is created
-    and a worker woken after commit. An active score past its time limit (its
-    worker died, or it was never picked up) is failed first: it never blocks a
-    new scoring for longer than that.
+    and a worker woken after commit.
     """
-    session = AlertSession.objects.only("status", "latest_score_id").filter(pk=session_id).first()
-    if session is None:
+    decided = decide_scorings([session_id], force_rescore=force_rescore)
+    if not decided:
         raise SessionNotFound(f"session {session_id} not found")
-    if not session.is_terminal:
+    ((state, decision),) = decided
+    if decision is ScoringDecision.NOT_SCORABLE:
         raise SessionNotScorable(
-            f"session {session_id} is {session.status}; only finished sessions "
+            f"session {session_id} is {state.status}; only finished sessions "
             f"({', '.join(SessionStatus.terminal_values())}) can be scored"
         )
-    # The session row's copy of its newest score says whether there is one to read.
-    latest = selectors.latest_score(session_id) if session.latest_score_id is not None else None
-    if latest is not None and selectors.is_orphaned(latest, now_us=now_us()):
-        expire_stale_scorings(session_id=session_id)
+    if decision is ScoringDecision.IN_PROGRESS or decision is ScoringDecision.ALREADY_SCORED:
         latest = selectors.latest_score(session_id)
-    if latest is not None and latest.status in Status.active_values():
-        if force_rescore:
+        if decision is ScoringDecision.IN_PROGRESS and force_rescore:
             raise ScoringInProgress(latest)
-        return latest, False
-    if latest is not None and not force_rescore:
         return latest, False
     record_criteria()
     try:
@@ -405,8 +448,8 @@ def _retrying_once(write, what: str):
 # --- Orphans -----------------------------------------------------------------------------
 
 
-def expire_stale_scorings(*, session_id=None, include_all: bool = False, older_than_s: float | None = None) -> int:
-    """Fail active scores that no job will finish; return how many.
+def expire_stale_scorings(*, session_ids=None, include_all: bool = False, older_than_s: float | None = None) -> int:
+    """Fail active scores that no job will finish (of these sessions, if given); return how many.
 
     By default: in_progress scores older than the job time limit (their worker
     died) and pending scores older than SCORING_PENDING_TIMEOUT_S (their job was
@@ -414,7 +457,7 @@ def expire_stale_scorings(*, session_id=None, include_all: bool = False, older_t
     every active score (for a stopped service).
     """
     stale = selectors.stale_scorings(
-        session_id=session_id, include_all=include_all, older_than_s=older_than_s, now_us=now_us()
+        session_ids=session_ids, include_all=include_all, older_than_s=older_than_s, now_us=now_us()
     )
     return sum(fail_scoring(score_id, reason) is not None for score_id, reason in stale)
 

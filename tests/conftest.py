@@ -13,6 +13,7 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.throttle",
     "tests.support.tarsy",
+    "tests.support.status_table",
 ]
 
 

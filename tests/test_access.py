@@ -49,6 +49,16 @@ def test_proxy_headers_do_not_open_the_admin_even_for_a_staff_name(client):
 
 
 @pytest.mark.django_db
+def test_proxy_user_can_open_the_dashboard_but_not_the_admin(client):
+    page = client.get("/", HTTP_X_FORWARDED_USER="alice")
+    assert page.status_code == 200
+    admin = client.get("/admin/", HTTP_X_FORWARDED_USER="alice")
+    assert admin.status_code == 302 and "/admin/login/" in admin["Location"]
+    from_elsewhere = client.get("/", HTTP_X_FORWARDED_USER="alice", REMOTE_ADDR="10.9.8.7")
+    assert from_elsewhere.status_code == 302
+
+
+@pytest.mark.django_db
 def test_a_user_created_by_the_proxy_is_not_staff():
     APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER="newcomer")
     user = get_user_model().objects.get(username="newcomer")

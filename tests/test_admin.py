@@ -1,4 +1,5 @@
-"""The admin's session and score pages: badges, filters, search, actions, read-only judge output."""
+"""The admin's session and score pages: badges, filters, search, actions, read-only judge output,
+the review form (the rules of a review are in tests/test_services.py)."""
 
 import re
 import uuid
@@ -227,3 +228,71 @@ def test_a_user_with_view_permission_can_read_scores_and_request_scoring(
 
 def test_unknown_uuid_search_finds_nothing(admin_client, sessions):
     assert listed_sessions(admin_client, q=str(uuid.uuid4())) == set()
+
+
+# --- The review form -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def score():
+    return make_score(make_session(), total_score=82)
+
+
+def review_url(score) -> str:
+    return reverse("admin:scoring_sessionscore_review", args=[score.score_id])
+
+
+def score_page(score) -> str:
+    return reverse("admin:scoring_sessionscore_change", args=[score.score_id])
+
+
+def test_admin_records_a_disagreement_and_shows_it(admin_client, admin_user, score):
+    page = admin_client.get(score_page(score)).content.decode()
+    assert 'value="Record review"' in page
+
+    response = admin_client.post(
+        review_url(score),
+        {"verdict": "disagree", "reviewer_score": "35", "note": "Never read the pod logs."},
+        follow=True,
+    )
+    review = ScoreReview.objects.get()
+    assert (review.reviewer, review.verdict, review.reviewer_score) == (admin_user, "disagree", 35)
+    text = response.content.decode()
+    assert "Your review (disagree, 35) was recorded." in text
+    assert "Never read the pod logs." in text
+    assert SessionScore.objects.get(pk=score.pk).total_score == 82
+
+
+def test_admin_refuses_an_invalid_review_with_the_reason(admin_client, score):
+    response = admin_client.post(
+        review_url(score), {"verdict": "disagree", "reviewer_score": "140"}, follow=True
+    )
+    assert "Review not recorded: reviewer_score:" in response.content.decode()
+    assert not ScoreReview.objects.exists()
+
+
+def test_failed_scores_offer_no_review_form_and_refuse_one(admin_client):
+    failed = make_score(make_session(), status="failed")
+    assert 'value="Record review"' not in admin_client.get(score_page(failed)).content.decode()
+    response = admin_client.post(
+        review_url(failed), {"verdict": "agree", "reviewer_score": "50"}, follow=True
+    )
+    assert "only completed scores can be reviewed" in response.content.decode()
+
+
+def test_reviewing_needs_the_add_review_permission(client, score):
+    viewer = User.objects.create_user("vic", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_sessionscore"))
+    client.force_login(viewer)
+    assert 'value="Record review"' not in client.get(score_page(score)).content.decode()
+    response = client.post(review_url(score), {"verdict": "agree", "reviewer_score": "80"}, follow=True)
+    assert "You may not review scores" in response.content.decode()
+    assert not ScoreReview.objects.exists()
+
+    viewer.user_permissions.add(Permission.objects.get(codename="add_scorereview"))
+    client.post(review_url(score), {"verdict": "agree", "reviewer_score": "80"})
+    assert ScoreReview.objects.get().reviewer == viewer
+
+
+def test_review_url_takes_only_post(admin_client, score):
+    assert admin_client.get(review_url(score)).status_code == 405

@@ -6,7 +6,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from scoring import auth, services
+from scoring import auth, selectors, services
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
@@ -53,6 +53,21 @@ def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **o
     score = SessionScore.objects.create(**fields)
     services.copy_latest_scores([score.session_id])  # as the services do with every change
     return score
+
+
+LATEST_FIELDS = ("latest_score_id", "latest_status", "latest_total_score", "latest_prompt_hash")
+
+
+def copy_on_session(session: AlertSession) -> tuple:
+    """The session row's copy of its newest score (``AlertSession.latest_*``), as stored now."""
+    session.refresh_from_db(fields=LATEST_FIELDS)
+    return tuple(getattr(session, field) for field in LATEST_FIELDS)
+
+
+def newest_score(session: AlertSession) -> tuple:
+    """The same four values, read from the session's newest score itself."""
+    score = selectors.latest_score(session.session_id)
+    return (score.score_id, score.status, score.total_score, score.prompt_hash)
 
 
 def run_next_scoring() -> SessionScore | None:

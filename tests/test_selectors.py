@@ -1,0 +1,47 @@
+"""scoring/selectors.py: the reads behind the API and the pages."""
+
+import time
+
+import pytest
+
+from scoring import selectors
+from tests.support.factories import T0_US, make_score, make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_dashboard_list_filters_and_sorts_by_each_sessions_newest_score():
+    now_us = time.time_ns() // 1000
+    histories = [
+        [("completed", 90)], [("completed", 75)], [("completed", 40), ("completed", 80)],
+        [("completed", 80), ("failed", None)], [("completed", 60)], [("completed", 75)],
+        [("completed", 95), ("pending", None)], [], [("failed", None)],
+    ]  # fmt: skip
+    sessions = []
+    for index, history in enumerate(histories):
+        session = make_session(started_at_us=T0_US + (index % 3) * 1_000_000)
+        for age, (status, total) in enumerate(reversed(history)):
+            make_score(session, status, total_score=total, scored_at_us=now_us - age * 1_000_000)
+        sessions.append((session, history[-1] if history else None))
+
+    def expected(keep, sort_key) -> list:
+        kept = [(session, newest) for session, newest in sessions if keep(newest)]
+        return [session.session_id for session, _ in sorted(kept, key=sort_key)]
+
+    def by_score_desc(pair) -> tuple:
+        session, (_, total) = pair
+        return (-total, -session.started_at_us, -session.session_id.int)
+
+    def good(newest) -> bool:
+        return newest is not None and newest[1] is not None and 75 <= newest[1] <= 100
+
+    def listed(**filters) -> list:
+        return list(selectors.dashboard_sessions(**filters).values_list("session_id", flat=True))
+
+    assert listed(band="good", sort="-score") == expected(good, by_score_desc)
+    assert listed(state="scoring") == [sessions[6][0].session_id]
+    assert set(listed(state="failed")) == {sessions[3][0].session_id, sessions[8][0].session_id}
+    assert listed(state="not_scored") == [sessions[7][0].session_id]
+    scored = listed(sort="-score")
+    assert scored[:5] == expected(good, by_score_desc) + [sessions[4][0].session_id]
+

@@ -1,0 +1,525 @@
+"""scoring/services.py: requesting a score (EP-0028's status table, orphans), the judge job
+(claim the oldest pending score, judge it; against the fake LLM over real HTTP), the moves of
+a score, human reviews, and the session row's copy of its newest score (``AlertSession.latest_*``),
+written with every change to a score."""
+
+import time
+import uuid
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import AnonymousUser, User
+from django.db import IntegrityError, transaction
+
+from scoring import batches, services
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
+from scoring.models import (
+    AlertSession,
+    ReviewVerdict,
+    ScoreReview,
+    ScoringCriteria,
+    ScoringEvent,
+    ScoringStatus,
+    SessionScore,
+    SessionStatus,
+)
+from scoring.realtime import events
+from tests.support.factories import copy_on_session, make_score, make_session, newest_score, run_next_scoring
+from tests.support.fake_llm import Error, Reply
+from tests.support.status_table import (
+    FINISHED_SESSION_STATUSES,
+    NEWEST_SCORES,
+    assert_orphan_rule,
+    expected_decision,
+    make_session_with_newest,
+)
+
+pytestmark = pytest.mark.django_db
+
+TURN1 = "## Score breakdown\nLogical Flow: 15/25\nConsistency: 18/25\n\n63"
+TURN2 = "1. **kubectl-logs** - would have shown the pod's last output."
+
+
+def pending_score(**session_fields) -> SessionScore:
+    return make_score(make_session(**session_fields), ScoringStatus.PENDING)
+
+
+def event_log(score) -> list[tuple]:
+    return [
+        (event.event_type, event.fields)
+        for event in ScoringEvent.objects.filter(score_id=score.score_id).order_by("id")
+    ]
+
+
+def test_two_turn_conversation_produces_a_completed_score(judge_llm):
+    judge_llm.push(Reply(TURN1, prompt_tokens=9000, completion_tokens=400), Reply(TURN2, prompt_tokens=9500, completion_tokens=120))
+    score = pending_score(alert_data={"alert": "PodCrashLooping", "pod": "api-7d9"})
+
+    run_next_scoring()
+
+    score.refresh_from_db()
+    assert score.status == "completed"
+    assert score.total_score == 63
+    assert score.score_analysis == "## Score breakdown\nLogical Flow: 15/25\nConsistency: 18/25"
+    assert score.missing_tools_analysis == TURN2
+    assert score.judge_model == "openai/fake-judge"
+    assert (score.input_tokens, score.output_tokens) == (18500, 520)
+    assert score.cost_usd is None  # litellm has no price for the fake model
+    assert score.completed_at_us >= score.started_at_us >= score.scored_at_us
+    assert score.error_message is None
+
+
+def test_turn_two_continues_the_conversation_of_turn_one(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    pending_score(alert_data={"alert": "PodCrashLooping"})
+    run_next_scoring()
+
+    first, second = judge_llm.requests
+    assert [m["role"] for m in first.messages] == ["user"]
+    prompt = first.messages[0]["content"]
+    assert prompt.startswith("You are a computer security expert")
+    assert '"alert": "PodCrashLooping"' in prompt
+    assert prompt.endswith(
+        "You MUST end your response with a single line containing ONLY the total score as an integer (0-100)"
+    )
+    assert second.messages == [
+        {"role": "user", "content": prompt},
+        {"role": "assistant", "content": TURN1},
+        {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+    ]
+
+
+def test_events_report_start_both_phases_and_completion(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+    run_next_scoring()
+    assert event_log(score) == [
+        (events.STARTED, {}),
+        (events.PROGRESS, {"phase": "analyzing_methodology"}),
+        (events.PROGRESS, {"phase": "identifying_missing_tools"}),
+        (events.COMPLETED, {"total_score": 63}),
+    ]
+
+
+def test_a_missing_score_line_is_asked_for_once_in_the_same_conversation(judge_llm):
+    no_score = "A long critique that forgets to end with the number."
+    judge_llm.push(Reply(no_score), Reply("72"), Reply(TURN2))
+    score = pending_score()
+    run_next_scoring()
+
+    score.refresh_from_db()
+    assert (score.status, score.total_score, score.score_analysis) == ("completed", 72, no_score)
+    restate, followup = judge_llm.requests[1:]
+    assert restate.messages[1:] == [
+        {"role": "assistant", "content": no_score},
+        {"role": "user", "content": RESTATE_SCORE_PROMPT},
+    ]
+    assert followup.messages[-3:] == [
+        {"role": "user", "content": RESTATE_SCORE_PROMPT},
+        {"role": "assistant", "content": "72"},
+        {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+    ]
+
+
+@pytest.mark.parametrize("turn1", ["", "Verdict: strong work.\n101", "Verdict.\n-1"])
+def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_llm, turn1):
+    judge_llm.push(Reply(turn1), Reply("I would rather not say."))
+    score = pending_score()
+    run_next_scoring()
+
+    score.refresh_from_db()
+    assert score.status == "failed" and score.total_score is None
+    assert "no 0-100 score on its last line" in score.error_message
+    assert repr(turn1[-500:]) in score.error_message
+    assert len(judge_llm.requests) == 2  # no turn 2 after a failed extraction
+    assert event_log(score)[-1] == (events.FAILED, {"error_message": score.error_message})
+
+
+def test_no_judge_model_configured_fails_with_what_to_set(settings, fake_llm):
+    settings.SCORING_LLM_MODEL = ""
+    score = pending_score()
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert score.error_message == "no judge model configured: set SCORING_LLM_MODEL"
+    assert fake_llm.requests == []
+
+
+def test_llm_failure_after_retries_fails_the_score(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    judge_llm.set_default(Error(503, message="upstream overloaded"))
+    score = pending_score()
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert "503" in score.error_message or "overloaded" in score.error_message
+    assert len(judge_llm.requests) == 2
+
+
+def test_unexpected_error_fails_the_score_with_the_error(judge_llm):
+    score = pending_score(stages="not a list of stages")
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "failed"
+    assert score.error_message.startswith("unexpected error: ")
+    assert judge_llm.requests == []
+
+
+def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    judge_llm.push(Reply(TURN1, prompt_tokens=1000, completion_tokens=100), Reply(TURN2, prompt_tokens=1200, completion_tokens=50))
+    score = pending_score()
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.judge_model == "openai/gpt-4o-mini"
+    assert isinstance(score.cost_usd, Decimal) and score.cost_usd > 0
+
+
+def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    pending_score()
+    assert run_next_scoring().status == ScoringStatus.COMPLETED
+    assert run_next_scoring() is None
+    assert len(judge_llm.requests) == 2
+
+
+@pytest.mark.parametrize(
+    ("start", "target", "allowed"),
+    [
+        ("pending", "in_progress", True),
+        ("pending", "failed", True),
+        ("pending", "completed", False),
+        ("in_progress", "completed", True),
+        ("in_progress", "failed", True),
+        ("in_progress", "pending", False),
+        ("completed", "in_progress", False),
+        ("completed", "failed", False),
+        ("failed", "in_progress", False),
+        ("failed", "completed", False),
+    ],
+)
+def test_state_transitions_only_move_forward(start, target, allowed):
+    score = make_score(make_session(), start)
+    fields = {"error_message": "x"} if target == "failed" else {"total_score": 50} if target == "completed" else {}
+    moved = services._transition(score.score_id, target, event_fields=fields)
+    score.refresh_from_db()
+    assert (moved is not None) == allowed
+    assert score.status == (target if allowed else start)
+    assert ScoringEvent.objects.filter(score_id=score.score_id).count() == (1 if allowed else 0)
+
+
+def test_the_oldest_pending_scores_are_claimed_first():
+    now_us = services.now_us()
+    newest, middle, oldest = (
+        make_score(make_session(), ScoringStatus.PENDING, scored_at_us=now_us - age, started_at_us=now_us - age)
+        for age in (0, 5, 10)
+    )
+
+    assert services.claim_pending_scores(2) == [oldest, middle]
+    assert services.claim_pending_scores(2) == [newest]
+    assert services.claim_pending_scores(2) == []
+    assert SessionScore.objects.get(pk=oldest.score_id).status == ScoringStatus.IN_PROGRESS
+    assert [e.event_type for e in ScoringEvent.objects.filter(score_id=oldest.score_id)] == [events.STARTED]
+
+
+def test_claims_stop_at_the_global_limit(settings):
+    settings.SCORING_MAX_IN_FLIGHT = 3
+    make_score(make_session(), ScoringStatus.IN_PROGRESS)
+    waiting = [pending_score() for _ in range(3)]
+
+    assert len(services.claim_pending_scores(10)) == 2
+    assert services.claim_pending_scores(10) == []
+    assert SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS).count() == 3
+
+    settings.SCORING_MAX_IN_FLIGHT = 4
+    still_pending = SessionScore.objects.get(pk__in=[score.score_id for score in waiting], status="pending")
+    assert services.claim_pending_scores(10) == [still_pending]
+
+
+# --- Human review of judge scores, kept beside the judge's output --------------------------
+
+
+@pytest.fixture
+def reviewer():
+    return User.objects.create_user("rita", password="pw")
+
+
+@pytest.fixture
+def score():
+    return make_score(make_session(), total_score=82)
+
+
+def judge_output(score) -> tuple:
+    return SessionScore.objects.values_list(
+        "status", "total_score", "score_analysis", "missing_tools_analysis", "prompt_hash"
+    ).get(pk=score.pk)
+
+
+def test_a_review_is_kept_beside_the_judges_output(score, reviewer):
+    before = judge_output(score)
+    review = services.record_review(
+        score_id=score.score_id,
+        reviewer=reviewer,
+        verdict="disagree",
+        reviewer_score=40,
+        note="  Missed the logs.  ",
+    )
+    assert (review.score_id, review.reviewer, review.verdict, review.reviewer_score, review.note) == (
+        score.score_id, reviewer, ReviewVerdict.DISAGREE, 40, "Missed the logs.",
+    )  # fmt: skip
+    assert review.created_at is not None
+    assert judge_output(score) == before
+
+
+def test_every_review_is_kept(score, reviewer):
+    services.record_review(score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80)
+    services.record_review(score_id=score.score_id, reviewer=reviewer, verdict="disagree", reviewer_score=60)
+    assert sorted(score.reviews.values_list("verdict", flat=True)) == ["agree", "disagree"]
+
+
+@pytest.mark.parametrize("status", ["pending", "in_progress", "failed"])
+def test_only_completed_scores_can_be_reviewed(status, reviewer):
+    unfinished = make_score(make_session(), status=status)
+    with pytest.raises(services.ReviewRejected, match=f"is {status}; only completed scores can be reviewed"):
+        services.record_review(
+            score_id=unfinished.score_id, reviewer=reviewer, verdict="agree", reviewer_score=50
+        )
+    assert not ScoreReview.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "reviewer_score", "message"),
+    [
+        ("maybe", 50, "verdict must be one of agree, disagree"),
+        ("agree", 101, "from 0 to 100"),
+        ("agree", -1, "from 0 to 100"),
+        ("agree", "50", "from 0 to 100"),
+        ("agree", True, "from 0 to 100"),
+    ],
+)
+def test_bad_reviews_are_refused_saying_why(score, reviewer, verdict, reviewer_score, message):
+    with pytest.raises(services.ReviewRejected, match=message):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score
+        )
+
+
+def test_edges_of_the_score_range_are_accepted(score, reviewer):
+    for value in (0, 100):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=value
+        )
+    assert score.reviews.count() == 2
+
+
+def test_unknown_score_and_anonymous_reviewer_are_refused(score, reviewer):
+    with pytest.raises(services.ReviewRejected, match="not found"):
+        services.record_review(
+            score_id="00000000-0000-0000-0000-000000000000",
+            reviewer=reviewer,
+            verdict="agree",
+            reviewer_score=1,
+        )
+    with pytest.raises(services.ReviewRejected, match="signed-in reviewer"):
+        services.record_review(
+            score_id=score.score_id, reviewer=AnonymousUser(), verdict="agree", reviewer_score=1
+        )
+
+
+def test_the_database_refuses_out_of_range_reviewer_scores(score, reviewer):
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ScoreReview.objects.create(score=score, reviewer=reviewer, verdict="agree", reviewer_score=101)
+
+
+# --- The session row's copy of its newest score -----------------------------------------
+
+
+def request(session: AlertSession, force_rescore: bool = False) -> SessionScore:
+    score, _ = services.score_request(
+        session_id=session.session_id, triggered_by="bob", force_rescore=force_rescore
+    )
+    return score
+
+
+def test_a_session_never_scored_has_no_copy():
+    assert copy_on_session(make_session()) == (None, None, None, None)
+
+
+def test_a_requested_scoring_is_copied_as_pending():
+    session = make_session()
+
+    score = request(session)
+
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+def test_claim_and_completion_are_copied(judge_llm):
+    judge_llm.push(Reply("Logical Flow: 20/25\n\n81"), Reply("1. **kubectl-logs**"))
+    session = make_session()
+    score = request(session)
+
+    (claimed,) = services.claim_pending_scores(1)
+    assert copy_on_session(session) == (score.score_id, "in_progress", None, PROMPT_HASH)
+    services.run_claimed_score(claimed)
+
+    assert copy_on_session(session) == (score.score_id, "completed", 81, PROMPT_HASH)
+    assert copy_on_session(session) == newest_score(session)
+
+
+def test_a_failure_is_copied():
+    session = make_session()
+    score = request(session)
+
+    services.fail_scoring(score.score_id, "judge LLM timed out")
+
+    assert copy_on_session(session) == (score.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_an_orphan_failed_by_the_cleanup_is_copied(settings):
+    settings.SCORING_JOB_TIMEOUT_S = 60
+    session = make_session()
+    orphan = make_score(session, ScoringStatus.IN_PROGRESS, started_at_us=time.time_ns() // 1000 - 61_000_000)
+
+    assert services.expire_stale_scorings() == 1
+
+    assert copy_on_session(session) == (orphan.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_request_fails_a_stale_active_score_and_returns_it(settings):
+    settings.SCORING_PENDING_TIMEOUT_S = 600
+    session = make_session()
+    lost = make_score(session, ScoringStatus.PENDING, scored_at_us=time.time_ns() // 1000 - 601_000_000)
+
+    score = request(session)
+
+    assert score.score_id == lost.score_id and score.status == "failed"
+    assert score.error_message.startswith("orphaned: queued for over 600 s")
+    assert copy_on_session(session) == (lost.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_forced_rescore_fails_a_stale_active_score_and_starts_a_new_one(settings):
+    settings.SCORING_PENDING_TIMEOUT_S = 600
+    session = make_session()
+    lost = make_score(session, ScoringStatus.PENDING, scored_at_us=time.time_ns() // 1000 - 601_000_000)
+
+    score = request(session, force_rescore=True)
+
+    assert score.score_id != lost.score_id and score.status == "pending"
+    lost.refresh_from_db()
+    assert lost.status == "failed" and lost.error_message.startswith("orphaned: queued for over 600 s")
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+def test_a_request_returns_an_active_score_within_its_time_limit_as_it_is():
+    session = make_session()
+    active = make_score(session, ScoringStatus.IN_PROGRESS)
+
+    assert request(session).score_id == active.score_id
+    active.refresh_from_db()
+    assert active.status == "in_progress"
+
+
+def test_a_forced_rescore_replaces_the_copy_of_the_finished_score():
+    session = make_session()
+    make_score(session, total_score=90, prompt_hash="0" * 64)
+
+    score = request(session, force_rescore=True)
+
+    assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+@pytest.mark.parametrize("path", ["request", "batch"])
+def test_scoring_records_the_criteria_it_used(path):
+    session = make_session()
+
+    if path == "request":
+        request(session)
+    else:
+        batches.score_sessions([session.session_id], triggered_by="cli", force_rescore=False)
+
+    criteria = ScoringCriteria.objects.get()
+    assert criteria.prompt_hash == PROMPT_HASH and criteria.score_prompt and criteria.followup_prompt
+
+
+
+
+# --- Requesting a score: EP-0028's status table, coded once ------------------------------
+
+D = services.ScoringDecision
+# For a finished session: (its newest score's status, force_rescore) -> the decision (EP-0028's status table).
+STATUS_TABLE = {
+    (None, False): D.NEW_SCORE,
+    (None, True): D.NEW_SCORE,
+    ("completed", False): D.ALREADY_SCORED,
+    ("failed", False): D.ALREADY_SCORED,
+    ("pending", False): D.IN_PROGRESS,
+    ("in_progress", False): D.IN_PROGRESS,
+    ("completed", True): D.NEW_SCORE,
+    ("failed", True): D.NEW_SCORE,
+    ("pending", True): D.IN_PROGRESS,
+    ("in_progress", True): D.IN_PROGRESS,
+}
+
+
+@pytest.mark.parametrize("session_status", [status.value for status in SessionStatus])
+@pytest.mark.parametrize(("latest_status", "force_rescore"), list(STATUS_TABLE))
+def test_the_status_table_decides_every_combination(session_status, latest_status, force_rescore):
+    decision = services.scoring_decision(
+        session_status=session_status, latest_status=latest_status, force_rescore=force_rescore
+    )
+
+    if session_status in FINISHED_SESSION_STATUSES:
+        assert decision is STATUS_TABLE[(latest_status, force_rescore)]
+    else:
+        assert decision is D.NOT_SCORABLE
+
+
+@pytest.mark.parametrize("force_rescore", [False, True])
+@pytest.mark.parametrize("newest", list(NEWEST_SCORES))
+@pytest.mark.parametrize("session_status", ["completed", "in_progress"])
+def test_a_request_follows_the_status_table(orphan_limits, session_status, newest, force_rescore):
+    session, before = make_session_with_newest(newest, status=session_status)
+    decision = expected_decision(session, newest, force_rescore)
+
+    def request_it():
+        return services.score_request(session_id=session.session_id, triggered_by="bob", force_rescore=force_rescore)
+
+    if decision is D.NOT_SCORABLE:
+        with pytest.raises(services.SessionNotScorable, match=f"is {session_status}; only finished sessions"):
+            request_it()
+    elif decision is D.IN_PROGRESS and force_rescore:
+        with pytest.raises(services.ScoringInProgress) as refused:
+            request_it()
+        assert refused.value.score.score_id == before.score_id
+    else:
+        score, created = request_it()
+        assert created == (decision is D.NEW_SCORE)
+        if decision is D.NEW_SCORE:
+            assert score.status == "pending" and (before is None or score.score_id != before.score_id)
+        else:
+            assert score.score_id == before.score_id
+    assert_orphan_rule(session, before, newest)
+    assert SessionScore.objects.filter(session=session).count() == (
+        (before is not None) + (decision is D.NEW_SCORE)
+    )
+
+
+def test_a_request_for_an_unknown_session_is_refused():
+    unknown = uuid.uuid4()
+    with pytest.raises(services.SessionNotFound, match=str(unknown)):
+        services.score_request(session_id=unknown, triggered_by="bob")
+
+
+@pytest.mark.parametrize("path", ["request", "batch"])
+def test_orphans_of_other_sessions_are_left_to_the_cleanup(orphan_limits, path):
+    asked, _ = make_session_with_newest("completed")
+    _, other_orphan = make_session_with_newest("orphaned in_progress")
+
+    if path == "request":
+        services.score_request(session_id=asked.session_id, triggered_by="bob", force_rescore=True)
+    else:
+        batches.score_sessions([asked.session_id], triggered_by="cli", force_rescore=True)
+
+    other_orphan.refresh_from_db()
+    assert other_orphan.status == "in_progress"
+    assert services.expire_stale_scorings() == 1
