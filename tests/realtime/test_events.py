@@ -16,7 +16,8 @@ from scoring.realtime import events
 from scoring.realtime.relay import GAP_GRACE_S, EventRelay
 from scoring.selectors import latest_event_id
 from tests.support.factories import make_score, make_session
-from tests.support.servers import free_port, redis_channel_layer
+from tests.support.servers import redis_channel_layer
+from tests.support.throwaway_servers import free_port
 
 IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
