@@ -15,6 +15,7 @@ its commit) to its arrival at the client, in both modes:
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -37,8 +38,8 @@ from tests.support.servers import (  # noqa: E402
     child_env,
     record_in_process,
     run_in_process,
-    start_redis,
 )
+from tests.support.throwaway_servers import Redis  # noqa: E402
 
 
 def prepare_database(env: dict[str, str]) -> tuple[str, str]:
@@ -87,17 +88,14 @@ def main() -> None:
     parser.add_argument("--redis-url", help="default: start a throwaway redis-server")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as workdir:
+    with tempfile.TemporaryDirectory() as workdir, contextlib.ExitStack() as stack:
         work = Path(workdir)
         db_url = args.database_url or f"sqlite:///{work / 'bench.sqlite3'}"
         score_id, session_id = prepare_database(child_env(db_url=db_url))
-        redis_process = None
         for mode in args.modes.split(","):
             redis_url = None
             if mode == "redis":
-                redis_url = args.redis_url
-                if redis_url is None:
-                    redis_process, redis_url = start_redis(work / "redis.log")
+                redis_url = args.redis_url or stack.enter_context(Redis(work / "redis")).url
             server = DaphneServer(child_env(redis_url, db_url=db_url), work / f"daphne-{mode}.log")
             try:
                 delays = asyncio.run(measure(server, score_id, session_id, args.events, args.interval_s))
@@ -108,9 +106,6 @@ def main() -> None:
                 f"p99={percentile(delays, 0.99):.1f} ms max={max(delays):.1f} ms "
                 f"(relay poll {os.environ.get('SCORING_EVENT_RELAY_POLL_S', '0.2')} s)"
             )
-        if redis_process is not None:
-            redis_process.terminate()
-            redis_process.wait()
 
 
 if __name__ == "__main__":

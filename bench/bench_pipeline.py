@@ -38,9 +38,10 @@ from common import (
     service_env,
     setup_django,
     throwaway_postgres,
-    throwaway_redis,
     work_folder,
 )
+
+from tests.support.throwaway_servers import Redis, free_port
 
 FAKE_REPLY = "The investigation followed the evidence.\n\n70"
 SAMPLE = REPO / "scoring" / "samples" / "00_tarsy_example.json"
@@ -52,7 +53,7 @@ POLL_S = 0.1
 
 @contextlib.contextmanager
 def fake_judge(latency_s: float, log):
-    from tests.support.servers import free_port, wait_for_log
+    from tests.support.servers import wait_for_log
 
     port = free_port()
     with log.open("wb") as out:
@@ -289,9 +290,10 @@ def main() -> None:
 
     with work_folder() as work, contextlib.ExitStack() as stack:
         db_url = args.database_url or stack.enter_context(throwaway_postgres(work))
-        redis_url = (
-            None if args.redis_url == "none" else args.redis_url or stack.enter_context(throwaway_redis(work))
-        )
+        if args.redis_url == "none":
+            redis_url = None
+        else:
+            redis_url = args.redis_url or stack.enter_context(Redis(work / "redis")).url
         setup_django(db_url, redis_url)
         from django.core.management import call_command
 

@@ -23,6 +23,8 @@ import urllib.request
 
 from common import PYTHON, REPO, machine_description, manage, service_env, spread, sqlite_url, work_folder
 
+from tests.support.throwaway_servers import free_port
+
 WEB_MODULES = "import django; django.setup(); import tarsy_scoring.asgi, scoring.api.urls, scoring.views"
 POLL_S = 0.01
 
@@ -42,8 +44,6 @@ def answers(url: str) -> bool:
 
 
 def web_start_s(env: dict[str, str], log) -> float:
-    from tests.support.servers import free_port
-
     port = free_port()
     start = time.perf_counter()
     with log.open("wb") as out:

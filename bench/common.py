@@ -2,8 +2,8 @@
 
 The benchmarks run from the repository root with the project's virtualenv
 (``.venv/bin/python bench/<script>.py``). Servers are real processes on loopback:
-a throwaway PostgreSQL (``bin/topology.py``'s), a throwaway Redis and daphne
-(``tests/support/servers.py``'s), so a benchmark measures what production runs.
+a throwaway PostgreSQL and Redis (``tests/support/throwaway_servers.py``, PostgreSQL as
+``bin/topology`` runs it) and daphne, so a benchmark measures what production runs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import importlib.util
 import logging
 import os
 import platform
@@ -29,6 +28,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 PYTHON = sys.executable
 
+from tests.support.throwaway_servers import (  # noqa: E402  (needs the repository on sys.path)
+    SCALE_OUT_MAX_CONNECTIONS,
+    Postgres,
+    stop_process,
+)
 
 # --- Statistics -----------------------------------------------------------------------------
 
@@ -87,38 +91,12 @@ def postgres_version(url: str) -> str:
 # --- Throwaway servers -------------------------------------------------------------------------
 
 
-def _topology_module():
-    """``bin/topology.py`` (not a package), for its throwaway PostgreSQL."""
-    spec = importlib.util.spec_from_file_location("bench_topology", REPO / "bin" / "topology.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextlib.contextmanager
 def throwaway_postgres(workdir: Path) -> Iterator[str]:
-    """A PostgreSQL cluster of its own (max_connections = 300, see bin/topology.py); yields its URL."""
-    run_dir = workdir / "postgres"
-    logs = run_dir / "logs"
-    logs.mkdir(parents=True)
-    postgres = _topology_module().Postgres(run_dir, logs)
-    postgres.start()
-    try:
+    """A PostgreSQL cluster of its own, as bin/topology runs it (durable, max_connections =
+    300); yields its URL."""
+    with Postgres(workdir / "postgres", max_connections=SCALE_OUT_MAX_CONNECTIONS, durable=True) as postgres:
         yield postgres.url
-    finally:
-        postgres.stop()
-
-
-@contextlib.contextmanager
-def throwaway_redis(workdir: Path) -> Iterator[str]:
-    from tests.support.servers import start_redis
-
-    process, url = start_redis(workdir / "redis.log")
-    try:
-        yield url
-    finally:
-        process.terminate()
-        process.wait()
 
 
 def sqlite_url(workdir: Path) -> str:
@@ -232,8 +210,6 @@ class WebProcess:
         self.url = f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
-        from tests.support.servers import stop_process
-
         stop_process(self.process)
 
 

@@ -17,6 +17,7 @@ Exits non-zero if any scenario has stuck, lost or duplicated scorings, or errors
 """
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from pathlib import Path
 REPO_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_DIR))
 
-from tests.faults.processes import PostgresProcess, RedisProcess  # noqa: E402  (needs no Django)
+from tests.support.throwaway_servers import Postgres, Redis  # noqa: E402  (needs no Django)
 
 
 def main() -> int:
@@ -37,16 +38,17 @@ def main() -> int:
     args = parser.parse_args()
 
     log_dir = Path(tempfile.mkdtemp(prefix="tarsy-faults-"))
-    postgres = PostgresProcess(log_dir).create()
-    redis = RedisProcess(log_dir).start()
-    try:
+    with contextlib.ExitStack() as servers:  # stopped, their logs kept in log_dir
+        postgres = Postgres(log_dir / "postgres")
+        servers.callback(postgres.remove, keep_log=log_dir / "postgres.log")
+        postgres.create()
+        redis = Redis(log_dir / "redis")
+        servers.callback(redis.remove, keep_log=log_dir / "redis.log")
+        redis.start()
         return run(args, log_dir, postgres, redis)
-    finally:
-        redis.stop()
-        postgres.remove()
 
 
-def run(args, log_dir: Path, postgres: PostgresProcess, redis: RedisProcess) -> int:
+def run(args, log_dir: Path, postgres: Postgres, redis: Redis) -> int:
     os.environ.update(DATABASE_URL=postgres.url, DJANGO_SETTINGS_MODULE="tarsy_scoring.settings")
     os.environ.pop("REDIS_URL", None)  # this process only reads the database
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=REPO_DIR, check=True, env=os.environ)

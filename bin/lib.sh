@@ -60,6 +60,18 @@ ensure_venv() {
     fi
 }
 
+# Installs the PostgreSQL and Redis servers when missing, and as root the postgres
+# system user that runs PostgreSQL (tests/support/throwaway_servers.py starts them).
+ensure_server_binaries() {
+    command -v redis-server >/dev/null || apt_install redis-server
+    if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+        apt_install postgresql
+    fi
+    if is_root && ! id -u postgres >/dev/null 2>&1; then
+        useradd --system --home-dir /nonexistent --shell /usr/sbin/nologin postgres
+    fi
+}
+
 free_port() {
     "$VENV/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }

@@ -13,7 +13,6 @@ everything it started. Logs are kept in ``<run dir>/logs``.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 import shlex
@@ -22,12 +21,23 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.support.throwaway_servers import (  # noqa: E402  (needs the repository on sys.path)
+    SCALE_OUT_MAX_CONNECTIONS,
+    Postgres,
+    Redis,
+    ServerError,
+    free_port,
+    port_is_free,
+    remove_folder,
+)
+
 START_TIMEOUT_S = 60
 WEB_STOP_TIMEOUT_S = 15
 # A worker cluster gives its jobs 20 s to record "worker shut down" (scoring/jobs/cluster.py).
@@ -41,21 +51,6 @@ class Stop(Exception):
 
 def log(message: str) -> None:
     print(f"==> {message}", file=sys.stderr, flush=True)
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def web_ports(first: int, count: int) -> list[int]:
@@ -99,77 +94,6 @@ def answers_ok(url: str) -> bool:
         return False
 
 
-# --- PostgreSQL ---------------------------------------------------------------------------------
-
-
-def pg_bin_dir() -> Path:
-    if shutil.which("pg_ctl") and shutil.which("initdb"):
-        return Path(shutil.which("pg_ctl")).resolve().parent
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda path: int(path.split("/")[4]))
-    if not found:
-        raise SystemExit("error: PostgreSQL server binaries (initdb, pg_ctl) not found")
-    return Path(found[-1]).parent
-
-
-class Postgres:
-    """A throwaway cluster; as root, owned and run by the postgres system user (initdb refuses root)."""
-
-    def __init__(self, run_dir: Path, logs: Path):
-        self.bin = pg_bin_dir()
-        self.as_root = os.geteuid() == 0
-        self.root = run_dir / "pg"
-        self.root.mkdir()
-        self.elsewhere: Path | None = None
-        if self.as_root:
-            shutil.chown(self.root, "postgres")
-            if self._run("test", "-w", str(self.root), check=False).returncode != 0:
-                # A parent of the run folder is closed to other users.
-                self.root.rmdir()
-                self.elsewhere = Path(tempfile.mkdtemp(prefix="tarsy-topology-pg-"))
-                shutil.chown(self.elsewhere, "postgres")
-                self.root = self.elsewhere
-        self.data = self.root / "data"
-        # Written by the server, so in a folder its user can write; copied to the logs at stop.
-        self.server_log = self.root / "server.log"
-        self.kept_log = logs / "postgres.log"
-        self.port = free_port()
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}/tarsy_scoring"
-        self.pid: int | None = None
-
-    def _run(self, program: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        command = [str(self.bin / program) if (self.bin / program).exists() else program, *args]
-        if self.as_root:
-            command = ["runuser", "-u", "postgres", "--", *command]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if check and done.returncode != 0:
-            server_log = self.server_log.read_text(errors="replace") if self.server_log.exists() else ""
-            raise SystemExit(
-                f"error: {program} failed ({done.returncode}):\n{done.stdout}{done.stderr}{server_log}"
-            )
-        return done
-
-    def start(self) -> None:
-        data, port = str(self.data), str(self.port)
-        self._run(
-            "initdb", "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
-        )
-        with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                f"listen_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = ''\n"
-                "max_connections = 300\n"
-            )
-        self._run("pg_ctl", "-D", data, "-l", str(self.server_log), "-w", "-t", "60", "start")
-        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
-        self._run("createdb", "-h", "127.0.0.1", "-p", port, "-U", "postgres", "tarsy_scoring")
-
-    def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
-        if self.server_log.exists():
-            shutil.copyfile(self.server_log, self.kept_log)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 # --- The topology -------------------------------------------------------------------------------
 
 
@@ -180,6 +104,7 @@ class Topology:
         self.logs = self.run_dir / "logs"
         self.env_file = Path(args.env_file).resolve() if args.env_file else None
         self.postgres: Postgres | None = None
+        self.redis: Redis | None = None
         # (name, process, stop timeout, whole process group?) in start order.
         self.children: list[tuple[str, subprocess.Popen, float, bool]] = []
         self.service_env: dict[str, str] = {}
@@ -190,6 +115,8 @@ class Topology:
             pid = int(pid_file.read_text())
             if pid != os.getpid() and Path(f"/proc/{pid}").exists():
                 raise SystemExit(f"error: another bin/topology (pid {pid}) uses {self.run_dir}")
+        for server in ("pg", "redis"):  # those of a bin/topology that was killed
+            remove_folder(self.run_dir / server)
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.logs.mkdir(parents=True)
         (self.run_dir / "metrics").mkdir()
@@ -212,12 +139,17 @@ class Topology:
         self.prepare_run_dir()
         ports = web_ports(self.args.port, self.args.web)
         env = {key: value for key, value in os.environ.items() if key not in {"DATABASE_URL", "REDIS_URL"}}
-        self.postgres = Postgres(self.run_dir, self.logs)
+        self.postgres = Postgres(
+            self.run_dir / "pg", max_connections=SCALE_OUT_MAX_CONNECTIONS, durable=True
+        )
         log(f"starting PostgreSQL on 127.0.0.1:{self.postgres.port}")
-        self.postgres.start()
+        self.postgres.create()
         self.service_env["DATABASE_URL"] = self.postgres.url
         if not self.args.no_redis:
-            self.start_redis(env)
+            self.redis = Redis(self.run_dir / "redis")
+            log(f"starting Redis on 127.0.0.1:{self.redis.port}")
+            self.redis.start()
+            self.service_env["REDIS_URL"] = self.redis.url
         if self.args.fake_llm:
             self.start_fake_llm(env)
         self.service_env["PROMETHEUS_MULTIPROC_DIR"] = str(self.run_dir / "metrics")
@@ -226,14 +158,6 @@ class Topology:
         for index in range(1, self.args.workers + 1):
             self.start_worker(index, env)
         self.web_urls = [self.start_web(index, port, env) for index, port in enumerate(ports, start=1)]
-
-    def start_redis(self, env: dict[str, str]) -> None:
-        port = free_port()
-        log(f"starting Redis on 127.0.0.1:{port}")
-        command = ["redis-server", *f"--bind 127.0.0.1 --port {port} --appendonly no".split(), "--save", ""]
-        redis, log_file = self.spawn("redis", command, env, 10)
-        wait_until(lambda: accepts_connections(port), "Redis", redis, log_file)
-        self.service_env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
 
     def start_fake_llm(self, env: dict[str, str]) -> None:
         port = free_port()
@@ -313,8 +237,11 @@ class Topology:
 
     def watch(self) -> int:
         """Wait for a signal (exit 0) or a child that dies (exit 1)."""
+        watched = [(name, process) for name, process, _, _ in self.children]
+        if self.redis is not None:
+            watched.append(("Redis", self.redis.process))
         while True:
-            for name, process, _, _ in self.children:
+            for name, process in watched:
                 if process.poll() is not None:
                     log(f"{name} exited ({process.returncode}); stopping everything")
                     return 1
@@ -327,8 +254,10 @@ class Topology:
         # end failed, cleanly), then the servers they used.
         for name, process, timeout_s, group in reversed(self.children):
             self._stop_child(name, process, timeout_s, group)
+        if self.redis is not None:
+            self.redis.remove(keep_log=self.logs / "redis.log")
         if self.postgres is not None:
-            self.postgres.stop()
+            self.postgres.remove(keep_log=self.logs / "postgres.log")
         (self.run_dir / "topology.pid").unlink(missing_ok=True)
 
     @staticmethod
@@ -408,6 +337,8 @@ def main(argv: list[str]) -> int:
     except Stop as stop:
         log(f"{stop}: stopping")
         code = 0
+    except ServerError as error:
+        print(f"error: {error}", file=sys.stderr)
     finally:
         # A second signal must not cut the clean-up short.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -23,7 +23,8 @@ import pytest
 from django.conf import settings
 
 from tests.support.fake_llm import Reply
-from tests.support.servers import REPO_DIR, EventClient, free_port, start_redis
+from tests.support.servers import REPO_DIR, EventClient
+from tests.support.throwaway_servers import Redis, free_port
 from tests.support.topology import SAMPLE_SESSION, http
 from tests.support.workers import WORKER_READY_PATTERN, wait_for
 
@@ -86,10 +87,8 @@ def postgres_database():
 @pytest.fixture
 def redis_url(tmp_path):
     """A Redis of this test's own: the worker's queue must hold only this test's jobs."""
-    process, url = start_redis(tmp_path / "redis.log")
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
+    with Redis(tmp_path / "redis") as redis:
+        yield redis.url
 
 
 class Procfile:

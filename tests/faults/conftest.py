@@ -2,9 +2,9 @@
 
 import pytest
 
-from tests.faults.processes import RedisProcess
 from tests.faults.stack import Stack
 from tests.support.servers import child_env
+from tests.support.throwaway_servers import Redis
 
 
 @pytest.fixture
@@ -19,9 +19,9 @@ def fault_stack(transactional_db, fake_llm, tmp_path):
 @pytest.fixture
 def redis_fault_stack(transactional_db, fake_llm, tmp_path):
     """The same on a Redis of its own (broker, channel layer, cache), which the test may stop."""
-    redis = RedisProcess(tmp_path).start()
+    redis = Redis(tmp_path / "redis").start()
     stack = Stack(child_env(redis.url), fake_llm, tmp_path, redis=redis)
     stack.start_web()
     yield stack
     stack.stop()
-    redis.stop()
+    redis.remove()

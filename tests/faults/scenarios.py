@@ -19,7 +19,7 @@ from tests.faults.harness import (
 )
 from tests.faults.stack import Stack
 from tests.support.fake_llm import CloseConnection, Error, Garbage, Hang, Malformed, Reply, Step, rate_limited
-from tests.support.servers import free_port
+from tests.support.throwaway_servers import free_port
 from tests.support.workers import wait_for
 
 # Seconds a judge reply takes when a fault must land mid-scoring (below SCORING_LLM_TIMEOUT_S).

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.faults.harness import EventRecorder, ScriptedJudge
-from tests.faults.processes import PostgresProcess, RedisProcess, WebProcess
+from tests.faults.processes import WebProcess
 from tests.support.fake_llm import FakeLLMServer
+from tests.support.throwaway_servers import Postgres, Redis
 from tests.support.workers import WorkerCluster
 
 # Judge settings for fault runs: few retries, short timeouts, a breaker that does
@@ -33,8 +34,8 @@ class Stack:
     fake_llm: FakeLLMServer
     log_dir: Path
     judge: ScriptedJudge = field(default_factory=ScriptedJudge)
-    redis: RedisProcess | None = None
-    postgres: PostgresProcess | None = None
+    redis: Redis | None = None
+    postgres: Postgres | None = None
     web: WebProcess | None = None
     workers: list[WorkerCluster] = field(default_factory=list)
     recorder: EventRecorder | None = None

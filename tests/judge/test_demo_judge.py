@@ -13,7 +13,8 @@ from scoring.judge.conversation import build_score_prompt, extract_score
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 from scoring.models import AlertSession
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
-from tests.support.servers import REPO_DIR, free_port, stop_process
+from tests.support.servers import REPO_DIR
+from tests.support.throwaway_servers import free_port, stop_process
 from tests.support.workers import wait_for
 
 SAMPLE = REPO_DIR / "scoring" / "samples" / "03_parallel_agents.json"

@@ -5,7 +5,6 @@ import json
 import logging
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from tests.support.fake_llm import (
     unauthorized,
 )
 from tests.support.servers import REPO_DIR
+from tests.support.throwaway_servers import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -159,9 +159,7 @@ def test_hanging_server_times_out_on_every_attempt(judge_llm, settings):
 
 
 def test_connection_refused_is_retried_then_reported(judge_llm, settings):
-    with socket.socket() as probe:  # a port that was free a moment ago and has no listener
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]
+    closed_port = free_port()  # free a moment ago: no listener
     settings.SCORING_LLM_API_BASE = f"http://127.0.0.1:{closed_port}/v1"
 
     with pytest.raises(errors.JudgeLLMError) as raised:

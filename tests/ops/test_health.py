@@ -12,7 +12,7 @@ import pytest
 
 from scoring.models import WorkerHeartbeat
 from scoring.ops import health
-from tests.support.servers import free_port
+from tests.support.throwaway_servers import free_port
 
 
 def now_us() -> int:

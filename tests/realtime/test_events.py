@@ -16,7 +16,8 @@ from scoring.models import ScoringEvent
 from scoring.realtime import events
 from tests.support.events import IN_MEMORY_LAYER, listen, record_committed
 from tests.support.factories import make_score, make_session
-from tests.support.servers import free_port, redis_channel_layer
+from tests.support.servers import redis_channel_layer
+from tests.support.throwaway_servers import free_port
 
 
 @pytest.fixture

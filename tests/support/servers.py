@@ -1,4 +1,5 @@
-"""Real server processes for tests: daphne, redis-server, and helpers around them.
+"""Real server processes for tests: daphne, a Redis, and helpers around them
+(throwaway_servers.py starts PostgreSQL and Redis).
 
 Child processes share the test database, so with SQLite the test database is a
 file here (``django_db_modify_db_settings``), not in memory. Tests that start
@@ -17,7 +18,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -32,6 +32,8 @@ from django.conf import settings
 from django.db import connection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import InvalidStatus
+
+from tests.support.throwaway_servers import Redis, ServerError, stop_process
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 WS_PATH = "/api/v1/ws"
@@ -85,24 +87,6 @@ def child_env(redis_url: str | None = None, db_url: str | None = None, **overrid
         env["REDIS_URL"] = redis_url
     env.update(overrides)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def stop_process(process: subprocess.Popen, timeout_s: float = 10) -> None:
-    """SIGTERM a child process; SIGKILL it if it has not exited within ``timeout_s``."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def wait_for_log(
@@ -174,24 +158,6 @@ def start_daphne(transactional_db, tmp_path):
         server.stop()
 
 
-def start_redis(log: Path) -> tuple[subprocess.Popen, str]:
-    """Start a throwaway redis-server on a free loopback port; return it and its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise RuntimeError(
-            "redis-server is not on PATH (apt-get install redis-server), and TEST_REDIS_URL is unset"
-        )
-    port = free_port()
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    wait_for_log(log, r"Ready to accept connections", process)
-    return process, f"redis://127.0.0.1:{port}/0"
-
-
 @pytest.fixture(scope="session")
 def redis_server_url(tmp_path_factory) -> str:
     """A real Redis: ``TEST_REDIS_URL`` if set, else a redis-server started here.
@@ -203,12 +169,11 @@ def redis_server_url(tmp_path_factory) -> str:
         yield os.environ["TEST_REDIS_URL"]
         return
     try:
-        process, url = start_redis(tmp_path_factory.mktemp("redis") / "redis.log")
-    except RuntimeError as exc:
-        pytest.fail(f"Redis mode tests need a Redis: {exc}")
-    yield url
-    process.terminate()
-    process.wait(timeout=10)
+        redis = Redis(tmp_path_factory.mktemp("redis")).start()
+    except ServerError as exc:
+        pytest.fail(f"Redis mode tests need a Redis (or TEST_REDIS_URL): {exc}")
+    yield redis.url
+    redis.remove()
 
 
 @pytest.fixture

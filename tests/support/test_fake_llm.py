@@ -1,7 +1,6 @@
 """The fake OpenAI-compatible server itself, spoken to with plain HTTP."""
 
 import json
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -11,6 +10,7 @@ import pytest
 
 from tests.support.fake_llm import Error, Reply
 from tests.support.servers import REPO_DIR
+from tests.support.throwaway_servers import free_port
 
 
 def post(url: str, body: dict, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
@@ -72,12 +72,6 @@ def test_env_points_a_worker_at_the_server(fake_llm):
 
     assert env["SCORING_LLM_API_BASE"] == f"{fake_llm.url}/v1"
     assert env["SCORING_LLM_MODEL"] == "openai/fake-judge"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
