@@ -179,7 +179,8 @@ class SessionScore(models.Model):
 
 
 class SessionWrite(models.Model):
-    """Who wrote a session, each time it was stored (created or replaced).
+    """Who wrote a session, each time it was stored (created or replaced; a document
+    sent again with the content already stored is no write).
 
     ``written_by`` is the API user's name, or for the commands the command and
     its source (``sync_sessions:<TARSy URL>``, ``import_sessions:<file>``). The

@@ -41,19 +41,29 @@ def session_list(*, status: str | None = None, alert_type: str | None = None) ->
     return sessions
 
 
-def get_session(session_id: str | uuid.UUID) -> AlertSession:
-    """One whole session. Raises AlertSession.DoesNotExist, saying why, if there is none."""
+def session_key(session_id: str | uuid.UUID) -> uuid.UUID:
+    """A session id as a UUID. Raises AlertSession.DoesNotExist, saying ids are UUIDs, if it is not one."""
     try:
-        key = session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
+        return session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
     except ValueError:
         raise AlertSession.DoesNotExist(
             f"No session with id '{str(session_id)[:100]}': session ids are UUIDs "
             "(like 7c9e6679-7425-40de-944b-e07fc1f90ae7)."
         ) from None
+
+
+def no_such_session(key: uuid.UUID) -> str:
+    """What every endpoint says of a session id that names no session."""
+    return f"No session with id {key}."
+
+
+def get_session(session_id: str | uuid.UUID) -> AlertSession:
+    """One whole session. Raises AlertSession.DoesNotExist, saying why, if there is none."""
+    key = session_key(session_id)
     try:
         return AlertSession.objects.get(session_id=key)
     except AlertSession.DoesNotExist:
-        raise AlertSession.DoesNotExist(f"No session with id {key}.") from None
+        raise AlertSession.DoesNotExist(no_such_session(key)) from None
 
 
 # --- Scores ---------------------------------------------------------------------------

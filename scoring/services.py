@@ -91,13 +91,28 @@ def can_write_sessions(user) -> bool:
     return user.get_username() in settings.SESSION_WRITERS or user.has_perm(SESSION_WRITE_PERMISSION)
 
 
-def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bool]:
-    """Store one TARSy session document; return it and whether it was new.
+class IngestOutcome(enum.Enum):
+    """What storing a session document did (``ingest_session``)."""
 
-    Idempotent: sending the same session again updates it in place; its scores
-    stay (each records the digest of what it judged). Every write is recorded
-    with ``written_by`` (``SessionWrite``). Raises ``ingest.InvalidSession``
-    (with field errors) for a document that is not a TARSy session.
+    CREATED = "created"
+    UPDATED = "updated"  # it was stored before, with other content: replaced
+    UNCHANGED = "unchanged"  # it was stored before with this content: left as it was
+
+
+# A stored session has a document's content when these agree: the digest covers every
+# document field but author; the rest are derived from the document (and this renderer).
+SAME_CONTENT_FIELDS = ("investigation_digest", "author", "ingest_notes", "judge_prompt_chars")
+
+
+def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, IngestOutcome]:
+    """Store one TARSy session document; return it and what storing it did.
+
+    Idempotent: sending the same session again replaces it in place, or leaves it
+    alone (``updated_at`` too) when its content is unchanged; its scores stay
+    (each records the digest of what it judged). Every write is recorded with
+    ``written_by`` (``SessionWrite``); an unchanged document writes nothing.
+    Raises ``ingest.InvalidSession`` (with field errors) for a document that is
+    not a TARSy session.
     """
     fields = ingest.parse_session(document)
     session_id = fields.pop("session_id")
@@ -105,6 +120,14 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bo
     fields["investigation_digest"] = rendering.investigation_digest(unsaved)
     fields["judge_prompt_chars"] = _judge_prompt_chars(unsaved)
     with transaction.atomic():
+        stored = (
+            AlertSession.objects.select_for_update()
+            .defer(*AlertSession.HEAVY_FIELDS)
+            .filter(session_id=session_id)
+            .first()
+        )
+        if stored is not None and all(getattr(stored, name) == fields[name] for name in SAME_CONTENT_FIELDS):
+            return stored, IngestOutcome.UNCHANGED
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
         SessionWrite.objects.create(
             session_id=session.session_id,
@@ -113,7 +136,7 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, bo
             created=created,
             investigation_digest=fields["investigation_digest"],
         )
-    return session, created
+    return session, IngestOutcome.CREATED if created else IngestOutcome.UPDATED
 
 
 def _judge_prompt_chars(session: AlertSession) -> int | None:
@@ -192,7 +215,7 @@ def score_request(*, session_id, triggered_by: str, force_rescore: bool = False)
     """
     decided = decide_scorings([session_id], force_rescore=force_rescore)
     if not decided:
-        raise SessionNotFound(f"session {session_id} not found")
+        raise SessionNotFound(selectors.no_such_session(session_id))
     ((state, decision),) = decided
     if decision is ScoringDecision.NOT_SCORABLE:
         raise SessionNotScorable(

@@ -3,13 +3,15 @@
 Pages only read. Scoring is requested by the page script through the REST API
 and its progress arrives on the WebSocket (``static/scoring/dashboard.js``).
 Signing in and out are Django's own views on the dashboard's URLs (scoring.urls).
+The site's 404 and 500 pages are here too (``handler404``, ``handler500``).
 """
 
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views import defaults
 
 from scoring import selectors
 from scoring.judge import rendering
@@ -84,6 +86,13 @@ def session_list(request):
     )
 
 
+def _session_or_404(sessions, session_id) -> AlertSession:
+    try:
+        return sessions.get(pk=session_id)
+    except AlertSession.DoesNotExist:
+        raise Http404(selectors.no_such_session(session_id)) from None
+
+
 def _score_context(session: AlertSession) -> dict:
     history = list(selectors.score_history(session.session_id))
     return {"session": session, "latest": history[0] if history else None, "history": history}
@@ -92,7 +101,7 @@ def _score_context(session: AlertSession) -> dict:
 @login_required
 def session_detail(request, session_id):
     # The investigation can be tens of megabytes: the page links to it (session_investigation).
-    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
+    session = _session_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), session_id)
     return render(
         request,
         "scoring/session_detail.html",
@@ -107,12 +116,31 @@ def session_detail(request, session_id):
 @login_required
 def session_investigation(request, session_id):
     """The whole investigation as the judge reads it, as plain text, only when asked for."""
-    session = get_object_or_404(AlertSession, pk=session_id)
+    session = _session_or_404(AlertSession.objects, session_id)
     return HttpResponse(rendering.render_investigation(session), content_type="text/plain; charset=utf-8")
 
 
 @login_required
 def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
-    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
+    session = _session_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
+
+
+API_PREFIX = "/api/"
+
+
+def page_not_found(request, exception):
+    """The site's 404 page, saying what is missing; under /api/, the API's JSON error."""
+    if request.path.startswith(API_PREFIX):
+        return JsonResponse({"detail": f"No API endpoint at {request.path} (see /api/docs/)."}, status=404)
+    message = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
+    return render(request, "404.html", {"message": message}, status=404)
+
+
+def server_error(request):
+    """The site's 500 page (rendered without the request: it may be what failed);
+    under /api/, the API's JSON error."""
+    if request.path.startswith(API_PREFIX):
+        return JsonResponse({"detail": "internal server error"}, status=500)
+    return defaults.server_error(request)

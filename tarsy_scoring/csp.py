@@ -2,7 +2,7 @@
 
 Pages built from third-party templates and bundles set inline styles as they
 render: Swagger UI, Redoc (which also parses the schema in a Web Worker made
-from a ``blob:`` URL), and DRF's browsable API and its login page. They may;
+from a ``blob:`` URL), and DRF's browsable API. They may;
 their scripts still come only from this site.
 """
 

@@ -6,18 +6,25 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from scoring.ops import views as ops_views
 from tarsy_scoring.csp import third_party_page
 
-# DRF's sign-in pages for the browsable API (rest_framework.urls, with the relaxed policy).
+# The names DRF's templates reverse for the browsable API (rest_framework.urls): its
+# sign-in is the dashboard's own page.
 browsable_api_auth = (
     [
         path(
             "login/",
-            third_party_page(auth_views.LoginView.as_view(template_name="rest_framework/login.html")),
+            auth_views.LoginView.as_view(template_name="scoring/login.html", redirect_authenticated_user=True),
             name="login",
         ),
         path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     ],
     "rest_framework",
 )
+
+admin.site.site_header = "TARSy scoring administration"
+admin.site.site_title = "TARSy scoring"
+
+handler404 = "scoring.views.page_not_found"
+handler500 = "scoring.views.server_error"
 
 urlpatterns = [
     path("", include("scoring.urls")),

@@ -11,6 +11,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -102,6 +103,36 @@ def test_the_dashboard_logs_out_on_its_own_page_not_the_admins(client):
     page = client.get("/").content.decode()
 
     assert '<form method="post" action="/logout/"' in page and "/admin/logout/" not in page
+
+
+@pytest.mark.django_db
+def test_a_user_who_is_not_staff_is_never_sent_to_the_admin_from_the_dashboard(client):
+    client.force_login(get_user_model().objects.create_user("viewer"))
+    session = make_session()
+    for page in ("/", f"/sessions/{session.session_id}/", f"/sessions/{uuid.uuid4()}/", "/api/v1/"):
+        response = client.get(page, HTTP_ACCEPT="text/html")
+        assert response.status_code in (200, 404), page
+        assert "/admin/" not in response.content.decode(), page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("login_url", ["/login/", "/api-auth/login/"])
+def test_signing_in_is_the_dashboards_own_branded_page(client, login_url):
+    get_user_model().objects.create_user("viewer", password=PASSWORD)
+
+    page = client.get(login_url).content.decode()
+    signed_in = client.post(login_url, {"username": "viewer", "password": PASSWORD, "next": "/api/v1/"})
+
+    assert "<title>Sign in · TARSy scoring</title>" in page
+    assert '<a class="brand" href="/">TARSy scoring</a>' in page
+    assert signed_in.status_code == 302 and signed_in.url == "/api/v1/"
+
+
+@pytest.mark.django_db
+def test_the_admins_sign_in_page_is_titled_for_this_service(client):
+    page = client.get("/admin/login/").content.decode()
+
+    assert "<title>Log in | TARSy scoring</title>" in page and "Django" not in page
 
 
 # --- Sign-in throttling (django-axes) --------------------------------------------------------------

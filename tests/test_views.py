@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from scoring import views
 from scoring.judge import rendering
 from scoring.models import ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
@@ -250,5 +251,46 @@ def test_score_panel_alone_matches_the_pages_score_view(admin_client):
 
 
 @pytest.mark.django_db
-def test_unknown_session_is_404(admin_client):
-    assert admin_client.get("/sessions/7c9e6679-7425-40de-944b-e07fc1f90ae7/").status_code == 404
+def test_unknown_session_is_the_sites_404_page_naming_it(admin_client, settings):
+    assert not settings.DEBUG  # with DEBUG on, Django shows its own technical page instead
+    missing = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+    for url in (f"/sessions/{missing}/", reverse("scoring:score-panel", args=[missing])):
+        response = admin_client.get(url)
+        page = response.content.decode()
+        assert response.status_code == 404, url
+        assert "<title>Not found · TARSy scoring</title>" in page
+        assert f"No session with id {missing}." in page
+        assert '<a class="brand" href="/">TARSy scoring</a>' in page
+
+
+@pytest.mark.django_db
+def test_an_address_that_names_nothing_is_the_sites_404_page(client):
+    response = client.get("/no/such/page/")
+
+    page = response.content.decode()
+    assert response.status_code == 404
+    assert "<title>Not found · TARSy scoring</title>" in page
+    assert "There is no page at this address." in page
+
+
+@pytest.mark.django_db
+def test_a_server_error_is_the_sites_500_page(admin_client, monkeypatch):
+    def fail(**_):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("scoring.selectors.dashboard_sessions", fail)
+    admin_client.raise_request_exception = False
+
+    response = admin_client.get(LIST_URL)
+
+    page = response.content.decode()
+    assert response.status_code == 500
+    assert "<title>Server error · TARSy scoring</title>" in page
+    assert "a bug" not in page and "RuntimeError" not in page
+
+
+def test_a_server_error_under_the_api_is_the_apis_json(rf):
+    response = views.server_error(rf.get("/api/v1/sessions/"))
+
+    assert response.status_code == 500
+    assert json.loads(response.content) == {"detail": "internal server error"}

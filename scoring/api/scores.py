@@ -11,10 +11,10 @@ from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from scoring import selectors, services
-from scoring.api.errors import DetailErrorSerializer
+from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.throttles import ScoreRequestThrottle
 from scoring.judge.prompts import PROMPT_HASH
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 
 class ScoreRequestSerializer(serializers.Serializer):
@@ -113,9 +113,9 @@ _ERRORS = {
 
 def _parse_session_id(raw: str) -> uuid.UUID:
     try:
-        return uuid.UUID(raw)
-    except ValueError:
-        raise NotFound(f"session {raw!r} not found: a session id is a UUID") from None
+        return selectors.session_key(raw)
+    except AlertSession.DoesNotExist as exc:
+        raise NotFound(str(exc)) from None
 
 
 class SessionScoreViewSet(viewsets.ViewSet):
@@ -135,7 +135,7 @@ class SessionScoreViewSet(viewsets.ViewSet):
         score = selectors.latest_score(parsed_id)
         if score is None:
             if not selectors.session_exists(parsed_id):
-                raise NotFound(f"session {parsed_id} not found")
+                raise NotFound(selectors.no_such_session(parsed_id))
             raise NotFound(f"session {parsed_id} has not been scored yet")
         return Response(_SCORE.to_representation(score))
 
@@ -152,7 +152,10 @@ class SessionScoreViewSet(viewsets.ViewSet):
         responses={
             200: OpenApiResponse(ScoreSerializer, description="The session's finished score."),
             202: OpenApiResponse(ScoreAcceptedSerializer, description="Scoring queued or under way."),
-            400: OpenApiResponse(DetailErrorSerializer, description="Session not finished, or a bad body."),
+            400: field_errors(
+                "Session not finished (a `detail` saying so), or a bad body (its messages by field too).",
+                {"force_rescore": ["Must be a valid boolean."]},
+            ),
             409: OpenApiResponse(ConflictSerializer, description="force_rescore while scoring is active."),
             429: OpenApiResponse(
                 DetailErrorSerializer,

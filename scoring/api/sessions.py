@@ -1,7 +1,7 @@
 """The sessions API: TARSy sends sessions (a user in SESSION_WRITERS or with the change
 permission); anyone signed in reads them."""
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import JSONParser
@@ -9,7 +9,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from scoring import selectors, services
-from scoring.api.errors import DetailErrorSerializer
+from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
 from scoring.models import AlertSession, SessionStatus
 from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
@@ -104,18 +104,9 @@ class SessionListQuerySerializer(serializers.Serializer):
     )
 
 
-def field_errors(description: str, example: dict) -> OpenApiResponse:
-    """A 400 whose body lists the messages for each bad value, keyed by its path."""
-    return OpenApiResponse(
-        response={"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
-        description=description,
-        examples=[OpenApiExample("Field errors", value=example)],
-    )
-
-
 INVALID_SESSION = field_errors(
-    "The body is not a TARSy session: messages for each bad value, keyed by its JSON path "
-    "(or, if the body is not JSON at all, a `detail` with the parser's message).",
+    "The body is not a TARSy session: messages for each bad value, keyed by its JSON path, and "
+    "all of them in `detail` (if the body is not JSON at all, only a `detail` with the parser's message).",
     {
         "status": [STATUS_ERROR.format(input="running")],
         "stages[2].llm_interactions[0].details.conversation": [
@@ -155,14 +146,17 @@ NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not s
         description="The body is a session as TARSy's `GET /api/v1/history/sessions/{id}` returns it. "
         "Only for TARSy: users with the `scoring.change_alertsession` permission or named in "
         "`SESSION_WRITERS`. Sending a session again replaces it (its scores stay; each score's "
-        "`session_changed_since_score` says whether the session differs from what it judged), and "
-        "every write is recorded with the user's name. NUL characters (\\u0000), which the database cannot "
+        "`session_changed_since_score` says whether the session differs from what it judged), or "
+        "leaves it alone when its content is unchanged; every write is recorded with the user's name. "
+        "NUL characters (\\u0000), which the database cannot "
         "store, are stored as U+FFFD and noted in the session's `ingest_notes`.",
         request=SessionDetailSerializer,
         responses={
             201: OpenApiResponse(SessionSummarySerializer, description="The session was new."),
             200: OpenApiResponse(
-                SessionSummarySerializer, description="The session existed and was replaced."
+                SessionSummarySerializer,
+                description="The session existed: replaced, or left as it was (`updated_at` too) when "
+                "the body has the content already stored.",
             ),
             400: INVALID_SESSION,
             401: NOT_SIGNED_IN,
@@ -199,10 +193,12 @@ class SessionViewSet(viewsets.GenericViewSet):
 
     def create(self, request):
         try:
-            session, created = services.ingest_session(request.data, written_by=request.user.get_username())
+            session, outcome = services.ingest_session(request.data, written_by=request.user.get_username())
         except InvalidSession as exc:
             raise ValidationError(exc.errors) from exc
         return Response(
             SessionSummarySerializer(session).data,
-            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+            status=(
+                status.HTTP_201_CREATED if outcome is services.IngestOutcome.CREATED else status.HTTP_200_OK
+            ),
         )

@@ -393,7 +393,7 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
     try:
         if not isinstance(document, dict) or _session_id(document) != session_id:
             raise InvalidSession({"session_id": [f"TARSy sent another document for session {session_id}."]})
-        session, created = services.ingest_session(document, written_by=f"sync_sessions:{source}")
+        session, outcome = services.ingest_session(document, written_by=f"sync_sessions:{source}")
     except InvalidSession as exc:
         reason = str(exc)
         report.rejected.append((session_id, reason))
@@ -404,7 +404,12 @@ def _store(source: str, session_id: str, entry: dict, document, report: SyncRepo
         reason = f"could not be stored: {type(exc).__name__}: {str(exc)[:200]}"
         report.rejected.append((session_id, reason))
     else:
-        (report.created if created else report.updated).append(session_id)
+        if outcome is services.IngestOutcome.UNCHANGED:
+            report.unchanged += 1
+        elif outcome is services.IngestOutcome.CREATED:
+            report.created.append(session_id)
+        else:
+            report.updated.append(session_id)
         report.noted.extend((session_id, note) for note in session.ingest_notes)
     # The document's status and completion time are at least as new as the list's.
     seen = document if not reason else entry

@@ -50,3 +50,12 @@ def test_swagger_ui_is_served_from_our_own_static_files():
     html = page.content.decode()
     assert "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
     assert "cdn.jsdelivr" not in html and "unpkg.com" not in html
+
+
+def test_a_400_body_is_documented_as_a_detail_beside_messages_by_field(schema):
+    for path, method in ((SCORE_PATH, "post"), ("/api/v1/sessions/", "post"), ("/api/v1/sessions/", "get")):
+        body = body_schema(schema, schema["paths"][path][method], "400")
+        assert body["required"] == ["detail"] and body["properties"]["detail"]["type"] == "string", path
+        assert body["additionalProperties"] == {"type": "array", "items": {"type": "string"}}, path
+        examples = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]["examples"]
+        assert all(set(example["value"]) > {"detail"} for example in examples.values()), path

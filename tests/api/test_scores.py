@@ -140,7 +140,7 @@ def test_unknown_session_is_404(operator_client):
 def test_malformed_session_id_is_404_with_a_clear_message(operator_client, bad_id):
     for response in (operator_client.post(url(bad_id)), operator_client.get(url(bad_id))):
         assert response.status_code == 404
-        assert "a session id is a UUID" in response.json()["detail"]
+        assert "session ids are UUIDs" in response.json()["detail"]
 
 
 @pytest.mark.parametrize(
@@ -150,6 +150,7 @@ def test_malformed_body_is_400(operator_client, body):
     session = make_session()
     response = operator_client.post(url(session.session_id), body, format="json")
     assert response.status_code == 400
+    assert response.json()["detail"]
     assert not SessionScore.objects.exists()
 
 

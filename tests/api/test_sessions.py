@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from scoring import selectors, services
 from scoring.api.sessions import SessionDetailSerializer
-from scoring.models import AlertSession
+from scoring.models import AlertSession, SessionWrite
 from tests.support.api import STARTED_AT_US, session_document
 
 SESSIONS_URL = "/api/v1/sessions/"
@@ -49,6 +49,17 @@ def test_a_session_is_created_then_updated_and_read_back_whole(api_client):
     assert body["investigation_bytes"] > 0
 
 
+def test_sending_a_session_again_unchanged_leaves_it_alone(api_client):
+    document = session_document()
+    created = api_client.post(SESSIONS_URL, document, format="json")
+
+    again = api_client.post(SESSIONS_URL, document, format="json")
+
+    assert again.status_code == 200
+    assert again.json()["updated_at"] == created.json()["updated_at"]
+    assert SessionWrite.objects.count() == 1
+
+
 def test_an_invalid_session_is_refused_with_its_field_errors(api_client):
     document = session_document(status="running")
     del document["stages"][0]["llm_interactions"][0]["details"]["conversation"]
@@ -57,6 +68,9 @@ def test_an_invalid_session_is_refused_with_its_field_errors(api_client):
 
     assert response.status_code == 400
     assert response.json() == {
+        "detail": f"status: 'running' is not a TARSy session status; expected one of: {STATUS_LIST}.; "
+        "stages[0].llm_interactions[0].details.conversation: "
+        'This field is required (an object with a "messages" list or null).',
         "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."],
         "stages[0].llm_interactions[0].details.conversation": [
             'This field is required (an object with a "messages" list or null).'
@@ -69,7 +83,10 @@ def test_a_list_body_is_refused_as_not_a_session(api_client):
     response = api_client.post(SESSIONS_URL, [session_document()], format="json")
 
     assert response.status_code == 400
-    assert response.json() == {"non_field_errors": ["Expected a TARSy session (a JSON object), got a list."]}
+    assert response.json() == {
+        "detail": "Expected a TARSy session (a JSON object), got a list.",
+        "non_field_errors": ["Expected a TARSy session (a JSON object), got a list."],
+    }
 
 
 def test_a_body_that_is_not_json_is_refused(api_client):
@@ -105,7 +122,8 @@ def test_an_unknown_status_filter_is_refused(api_client):
 
     assert response.status_code == 400
     assert response.json() == {
-        "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."]
+        "detail": f"status: 'running' is not a TARSy session status; expected one of: {STATUS_LIST}.",
+        "status": [f"'running' is not a TARSy session status; expected one of: {STATUS_LIST}."],
     }
 
 

@@ -70,6 +70,19 @@ def test_a_second_run_with_nothing_new_fetches_no_document(db, tarsy):
     assert len(tarsy.list_requests()) == 2
 
 
+def test_a_fetched_document_the_same_as_the_stored_session_counts_as_unchanged(db, tarsy):
+    sync(tarsy.url)
+    updated_at = dict(AlertSession.objects.values_list("session_id", "updated_at"))
+    TarsySyncedSession.objects.all().delete()  # the sync forgot what it fetched: it fetches all again
+
+    out, _, error = sync(tarsy.url)
+
+    assert error is None
+    assert out.splitlines() == ["listed: 6, unchanged: 6, created: 0, updated: 0, rejected: 0, gone: 0"]
+    assert tarsy.detail_fetches() == {session_id: 2 for session_id in tarsy.documents}
+    assert dict(AlertSession.objects.values_list("session_id", "updated_at")) == updated_at
+
+
 def test_new_sessions_and_changed_ones_are_fetched_and_nothing_else(db, tarsy):
     sync(tarsy.url)
     template = tarsy.documents["80690e6f-fdcb-4ef8-a4b1-48431b6c295e"]

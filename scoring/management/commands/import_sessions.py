@@ -18,7 +18,8 @@ SESSION_FILE_SUFFIXES = (".json", ".jsonl")
 
 @dataclass
 class Record:
-    """One session read from a file, or why it could not be read.
+    """One session read from a file, why it could not be read, or (``skipped``)
+    why a file or folder gave no session though nothing in it is wrong.
 
     ``where`` names it in messages: the file, plus ``[n]`` for its position in
     a JSON list (from 0) or its line in a JSONL file (from 1).
@@ -27,6 +28,7 @@ class Record:
     where: str
     document: object = None
     error: str = ""
+    skipped: str = ""
 
 
 def read_records(path: str, stdin: BinaryIO) -> Iterator[Record]:
@@ -36,17 +38,46 @@ def read_records(path: str, stdin: BinaryIO) -> Iterator[Record]:
         return
     location = Path(path)
     if location.is_dir():
-        files = sorted(p for p in location.rglob("*") if p.is_file() and p.suffix in SESSION_FILE_SUFFIXES)
+        files = sorted(p for p in location.rglob("*") if p.is_file())
+        others = [file for file in files if file.suffix not in SESSION_FILE_SUFFIXES]
         for file in files:
-            yield from _records_in(file.read_bytes(), str(file), jsonl=file.suffix == ".jsonl")
+            if file.suffix in SESSION_FILE_SUFFIXES:
+                yield from _records_in(file.read_bytes(), str(file), jsonl=file.suffix == ".jsonl")
+        if others:
+            yield Record(path, skipped=_other_files(others, location))
+        if len(others) == len(files):
+            yield Record(path, skipped="no .json or .jsonl files in this folder")
     elif location.is_file():
         yield from _records_in(location.read_bytes(), path, jsonl=location.suffix == ".jsonl")
     else:
         yield Record(path, error="no such file or folder")
 
 
+# A skipped-files message names this many of them, then counts the rest.
+MAX_NAMED_FILES = 5
+
+
+def _other_files(others: list[Path], folder: Path) -> str:
+    names = ", ".join(str(file.relative_to(folder)) for file in others[:MAX_NAMED_FILES])
+    if len(others) > MAX_NAMED_FILES:
+        names += f" and {len(others) - MAX_NAMED_FILES} more"
+    files = "file" if len(others) == 1 else "files"
+    return f"{len(others)} {files} not read (only .json and .jsonl files are): {names}"
+
+
 def _records_in(content: bytes, name: str, *, jsonl: bool = False) -> Iterator[Record]:
-    """Sessions in JSON (one session or a list) or JSONL; other files are JSON unless they read as JSONL."""
+    """Sessions in JSON (one session or a list) or JSONL; other files are JSON unless they read as JSONL.
+    A file that holds no session (an empty list, a JSONL file of blank lines) says so."""
+    records = _parsed_records(content, name, jsonl=jsonl)
+    first = next(records, None)
+    if first is None:
+        yield Record(name, skipped="holds no sessions (an empty list or no lines)")
+        return
+    yield first
+    yield from records
+
+
+def _parsed_records(content: bytes, name: str, *, jsonl: bool) -> Iterator[Record]:
     if not jsonl:
         try:
             data = json.loads(content)
@@ -110,7 +141,10 @@ class Command(BaseCommand):
         "files, recursively) or '-' for stdin. Each session is stored on its own: a rejected one is "
         "reported as 'rejected: FILE[N]: REASON' (N = position in the list from 0, or line number in "
         "JSONL) and the others are stored all the same; what had to change to store a session (NUL "
-        "characters replaced) is reported as 'noted: FILE[N]: NOTE'. Exits non-zero if anything was rejected."
+        "characters replaced) is reported as 'noted: FILE[N]: NOTE'; a session stored before with the same "
+        "content is left as it was and counted as unchanged. Files of a folder that are not .json or .jsonl, "
+        "and files that hold no session, are reported as 'skipped: WHERE: WHY'. Exits non-zero if "
+        "anything was rejected."
     )
     # Lets tests hand in their own stdin (a binary stream) through call_command.
     stealth_options = ("stdin",)
@@ -120,28 +154,31 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths, **options):
         stdin = options.get("stdin") or sys.stdin.buffer
-        counts = {"created": 0, "updated": 0, "rejected": 0}
+        counts = {"unchanged": 0, "created": 0, "updated": 0, "rejected": 0}
         for path in paths:
             for record in read_records(path, stdin):
+                if record.skipped:
+                    self.stderr.write(f"skipped: {record.where}: {record.skipped}")
+                    continue
                 reason = record.error or self._store(record, counts)
                 if reason:
                     counts["rejected"] += 1
                     self.stderr.write(f"rejected: {record.where}: {reason}")
         self.stdout.write(", ".join(f"{outcome}: {count}" for outcome, count in counts.items()))
         if counts["rejected"]:
-            stored = counts["created"] + counts["updated"]
+            stored = counts["unchanged"] + counts["created"] + counts["updated"]
             raise CommandError(f"{counts['rejected']} rejected, {stored} stored")
 
     def _store(self, record: Record, counts: dict) -> str:
         """Store one session, count it and show what had to change to store it;
         return why it was rejected, if it was."""
         try:
-            session, created = services.ingest_session(
+            session, outcome = services.ingest_session(
                 record.document, written_by=f"import_sessions:{record.where}"
             )
         except InvalidSession as exc:
             return str(exc)
-        counts["created" if created else "updated"] += 1
+        counts[outcome.value] += 1
         for note in session.ingest_notes:
             self.stdout.write(f"noted: {record.where}: {note}")
         return ""

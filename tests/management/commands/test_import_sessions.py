@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from scoring.models import AlertSession
+from scoring.models import AlertSession, SessionWrite
 from tests.support.api import session_document
 from tests.support.servers import REPO_DIR
 
@@ -45,7 +45,7 @@ def test_a_malformed_record_in_a_list_is_reported_and_the_others_stored(db, tmp_
     assert failed
     assert f"rejected: {file}[1]: status: 'running' is not a TARSy session status; expected one of: " in err
     assert "CommandError: 1 rejected, 2 stored" in err
-    assert out.strip() == "created: 2, updated: 0, rejected: 1"
+    assert out.strip() == "unchanged: 0, created: 2, updated: 0, rejected: 1"
     assert stored_ids() == {document["session_id"] for document in good}
 
 
@@ -66,7 +66,7 @@ def test_a_jsonl_file_reports_bad_lines_by_line_number(db, tmp_path):
         f"rejected: {file}[4]: session_id: 'x' is not a valid UUID.; alert_type: "
     )
     assert len(rejections) == 2
-    assert out.strip() == "created: 2, updated: 0, rejected: 2"
+    assert out.strip() == "unchanged: 0, created: 2, updated: 0, rejected: 2"
     assert stored_ids() == {document["session_id"] for document in good}
 
 
@@ -81,7 +81,7 @@ def test_a_folder_imports_its_json_and_jsonl_files_recursively(db, tmp_path):
     out, err, failed = import_sessions(tmp_path)
 
     assert not failed, err
-    assert out.strip() == "created: 4, updated: 0, rejected: 0"
+    assert out.strip() == "unchanged: 0, created: 4, updated: 0, rejected: 0"
     assert stored_ids() == {document["session_id"] for document in documents}
 
 
@@ -93,7 +93,7 @@ def test_stdin_holds_json_or_jsonl(db, as_jsonl):
     out, err, failed = import_sessions("-", stdin=content.encode())
 
     assert not failed, err
-    assert out.strip() == "created: 2, updated: 0, rejected: 0"
+    assert out.strip() == "unchanged: 0, created: 2, updated: 0, rejected: 0"
     assert stored_ids() == {document["session_id"] for document in documents}
 
 
@@ -108,7 +108,7 @@ def test_a_file_that_is_not_json_is_one_rejection_with_the_parser_position(db, t
         f"rejected: {file}[0]: not valid JSON: Expecting property name enclosed in double quotes: "
         "line 3 column 3 (char 61) (the list is cut short or broken from here on)"
     )
-    assert out.strip() == "created: 0, updated: 0, rejected: 1"
+    assert out.strip() == "unchanged: 0, created: 0, updated: 0, rejected: 1"
 
 
 def test_a_file_that_is_not_json_at_all_is_one_rejection(db, tmp_path):
@@ -116,7 +116,7 @@ def test_a_file_that_is_not_json_at_all_is_one_rejection(db, tmp_path):
     file.write_text("session 7c9e6679 was fine")
     out, err, failed = import_sessions(file)
     assert failed and err.splitlines()[0].startswith(f"rejected: {file}: not valid JSON: Expecting value")
-    assert out.strip() == "created: 0, updated: 0, rejected: 1"
+    assert out.strip() == "unchanged: 0, created: 0, updated: 0, rejected: 1"
 
 
 @pytest.mark.parametrize(("cut", "complete"), [("mid-record", 2), ("after-a-comma", 2), ("closing-bracket", 3)])
@@ -132,7 +132,7 @@ def test_a_list_cut_short_keeps_the_complete_sessions_before_the_cut(db, tmp_pat
 
     assert failed
     assert f"rejected: {file}[{complete}]: not valid JSON" in err and "cut short or broken from here on" in err
-    assert out.strip() == f"created: {complete}, updated: 0, rejected: 1"
+    assert out.strip() == f"unchanged: 0, created: {complete}, updated: 0, rejected: 1"
     assert stored_ids() == {document["session_id"] for document in documents[:complete]}
 
 
@@ -146,11 +146,11 @@ def test_a_missing_path_fails_the_command_but_the_other_paths_are_imported(db, t
 
     assert failed
     assert f"rejected: {missing}: no such file or folder" in err
-    assert out.strip() == "created: 1, updated: 0, rejected: 1"
+    assert out.strip() == "unchanged: 0, created: 1, updated: 0, rejected: 1"
     assert stored_ids() == {document["session_id"]}
 
 
-def test_importing_again_updates_instead_of_duplicating(db, tmp_path):
+def test_importing_again_updates_the_changed_and_leaves_the_unchanged_alone(db, tmp_path):
     documents = [session_document(), session_document()]
     file = tmp_path / "sessions.json"
     file.write_text(json.dumps(documents))
@@ -161,7 +161,7 @@ def test_importing_again_updates_instead_of_duplicating(db, tmp_path):
     out, err, failed = import_sessions(file)
 
     assert not failed, err
-    assert out.strip() == "created: 0, updated: 2, rejected: 0"
+    assert out.strip() == "unchanged: 1, created: 0, updated: 1, rejected: 0"
     assert AlertSession.objects.count() == 2
     assert (
         AlertSession.objects.get(session_id=documents[0]["session_id"]).final_analysis == "Revised analysis."
@@ -192,7 +192,7 @@ def test_every_bundled_sample_imports_without_rejections(db):
     out, err, failed = import_sessions(SAMPLES_DIR)
 
     assert not failed, err
-    assert out.strip() == f"created: {AlertSession.objects.count()}, updated: 0, rejected: 0"
+    assert out.strip() == f"unchanged: 0, created: {AlertSession.objects.count()}, updated: 0, rejected: 0"
     assert AlertSession.objects.count() >= len(sample_files)
 
 
@@ -207,8 +207,62 @@ def test_nul_characters_are_replaced_noted_and_reported_the_same_on_every_import
     first, _, _ = import_sessions(file)
     again, _, _ = import_sessions(file)
 
-    assert first.splitlines() == [f"noted: {file}: {note}", "created: 1, updated: 0, rejected: 0"]
-    assert again.splitlines() == [f"noted: {file}: {note}", "created: 0, updated: 1, rejected: 0"]
+    assert first.splitlines() == [
+        f"noted: {file}: {note}", "unchanged: 0, created: 1, updated: 0, rejected: 0",
+    ]
+    assert again.splitlines() == [
+        f"noted: {file}: {note}", "unchanged: 1, created: 0, updated: 0, rejected: 0",
+    ]
     session = AlertSession.objects.get()
     assert session.final_analysis == "PID 1: python\ufffdmanage.py"
     assert session.ingest_notes == [note]
+
+
+def test_importing_unchanged_sessions_again_writes_nothing(db, tmp_path):
+    documents = [session_document(), session_document()]
+    file = tmp_path / "sessions.json"
+    file.write_text(json.dumps(documents))
+    import_sessions(file)
+    before = {row.session_id: row.updated_at for row in AlertSession.objects.all()}
+    writes = SessionWrite.objects.count()
+
+    out, err, failed = import_sessions(file)
+
+    assert not failed, err
+    assert out.strip() == "unchanged: 2, created: 0, updated: 0, rejected: 0"
+    assert {row.session_id: row.updated_at for row in AlertSession.objects.all()} == before
+    assert SessionWrite.objects.count() == writes
+
+
+def test_a_folder_says_which_files_it_did_not_read(db, tmp_path):
+    (tmp_path / "session.json").write_text(json.dumps(session_document()))
+    for name in ("README.md", "notes.txt"):
+        (tmp_path / name).write_text("not sessions")
+
+    out, err, failed = import_sessions(tmp_path)
+
+    assert not failed, err
+    assert err.splitlines() == [
+        f"skipped: {tmp_path}: 2 files not read (only .json and .jsonl files are): README.md, notes.txt"
+    ]
+    assert out.strip() == "unchanged: 0, created: 1, updated: 0, rejected: 0"
+
+
+def test_a_folder_without_session_files_says_so(db, tmp_path):
+    out, err, failed = import_sessions(tmp_path)
+
+    assert not failed
+    assert err.splitlines() == [f"skipped: {tmp_path}: no .json or .jsonl files in this folder"]
+    assert out.strip() == "unchanged: 0, created: 0, updated: 0, rejected: 0"
+
+
+@pytest.mark.parametrize(("name", "content"), [("empty.json", "[]"), ("blank.jsonl", "\n\n")])
+def test_a_file_without_sessions_says_so(db, tmp_path, name, content):
+    file = tmp_path / name
+    file.write_text(content)
+
+    out, err, failed = import_sessions(file)
+
+    assert not failed
+    assert err.splitlines() == [f"skipped: {file}: holds no sessions (an empty list or no lines)"]
+    assert out.strip() == "unchanged: 0, created: 0, updated: 0, rejected: 0"
