@@ -10,7 +10,8 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.views import defaults
 
 from scoring import selectors
@@ -125,6 +126,11 @@ def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
     session = _session_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
+
+
+def favicon(request):
+    """Browsers ask for /favicon.ico where a page names no icon (the admin's, the API docs')."""
+    return redirect(static("scoring/favicon.svg"))
 
 
 API_PREFIX = "/api/"

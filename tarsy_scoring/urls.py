@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
 
+from scoring import views as scoring_views
 from scoring.ops import views as ops_views
 from tarsy_scoring.csp import third_party_page
 
@@ -23,8 +24,8 @@ browsable_api_auth = (
 admin.site.site_header = "TARSy scoring administration"
 admin.site.site_title = "TARSy scoring"
 
-handler404 = "scoring.views.page_not_found"
-handler500 = "scoring.views.server_error"
+handler404 = scoring_views.page_not_found
+handler500 = scoring_views.server_error
 
 urlpatterns = [
     path("", include("scoring.urls")),
@@ -39,6 +40,7 @@ urlpatterns = [
     ),
     path("api/redoc/", third_party_page(SpectacularRedocView.as_view(url_name="schema")), name="redoc"),
     path("api-auth/", include(browsable_api_auth)),
+    path("favicon.ico", scoring_views.favicon, name="favicon"),
     path("healthz", ops_views.healthz, name="healthz"),
     path("readyz", ops_views.readyz, name="readyz"),
     path("metrics", ops_views.metrics_view, name="metrics"),

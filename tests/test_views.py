@@ -294,3 +294,12 @@ def test_a_server_error_under_the_api_is_the_apis_json(rf):
 
     assert response.status_code == 500
     assert json.loads(response.content) == {"detail": "internal server error"}
+
+
+@pytest.mark.django_db
+def test_pages_name_their_icon_and_favicon_ico_leads_to_it(client):
+    page = client.get("/login/").content.decode()
+    favicon = client.get("/favicon.ico")
+
+    assert '<link rel="icon" href="/static/scoring/favicon.svg" type="image/svg+xml">' in page
+    assert favicon.status_code == 302 and favicon["Location"] == "/static/scoring/favicon.svg"

@@ -40,8 +40,8 @@ def open_page(chromium):
 
 
 def record_console_error(page, message) -> None:
-    # Chromium asks every site for /favicon.ico, which this service does not serve.
-    if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):
+    # Also a failed request: Chromium asks for /favicon.ico wherever a page names no icon.
+    if message.type == "error":
         page.problems.append(f"{message.text} ({message.location.get('url')})")
 
 

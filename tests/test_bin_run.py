@@ -1,0 +1,69 @@
+"""bin/run, as a user (or a script) runs it: a quiet first start, and SIGTERM stops it all."""
+
+import signal
+import subprocess
+
+import psutil
+import pytest
+
+from tests.support.servers import REPO_DIR, child_env, wait_for_log
+from tests.support.throwaway_servers import free_port
+
+pytestmark = pytest.mark.processes
+
+READY = "Press Ctrl-C to stop."
+
+
+def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and_worker(tmp_path):
+    var_dir = tmp_path / "var"
+    screen = tmp_path / "screen.txt"
+    env = child_env(
+        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}", PORT=str(free_port()), TARSY_SCORING_VAR_DIR=str(var_dir)
+    )
+    with screen.open("wb") as output:
+        run = subprocess.Popen(
+            [str(REPO_DIR / "bin" / "run")], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
+        )
+    try:
+        wait_for_log(screen, READY, run, timeout_s=180)
+        wait_for_log(screen, r"Q Cluster \S+ \[tarsy-scoring\] running", run)
+        started = psutil.Process(run.pid).children(recursive=True)
+        names = " ".join(" ".join(process.cmdline()) for process in started)
+        assert "daphne" in names and "scoring_worker" in names
+
+        run.send_signal(signal.SIGTERM)
+        exit_code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+    shown = screen.read_text()
+    assert exit_code == 128 + signal.SIGTERM
+    assert "Applying " not in shown and "static files copied" not in shown
+    assert "created: 11" in shown.split(READY)[0]
+    stopping = shown.split(READY)[1]
+    assert "==> stopping" in stopping and "worker cluster stopped" in stopping
+    assert "did not stop" not in stopping
+    setup_log = (var_dir / "setup.log").read_text()
+    assert "Applying scoring.0001_initial... OK" in setup_log and "static files copied" in setup_log
+    # Each stopped on its own within the grace time: none was killed, none is left.
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == []
+
+
+def test_a_failing_set_up_step_shows_the_end_of_its_output(tmp_path):
+    var_dir = tmp_path / "var"
+    env = child_env(
+        db_url=f"sqlite:///{tmp_path / 'no-such-folder' / 'db.sqlite3'}",
+        PORT=str(free_port()),
+        TARSY_SCORING_VAR_DIR=str(var_dir),
+    )
+
+    run = subprocess.run(
+        [str(REPO_DIR / "bin" / "run")], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+
+    assert run.returncode == 1
+    assert "unable to open database file" in run.stderr
+    assert f"error: 'manage migrate --noinput' failed (its whole output: {var_dir / 'setup.log'})" in run.stderr
