@@ -11,6 +11,8 @@ class APIRoot(routers.APIRootView):
     """The API's endpoints. `{session_id}` stands for a session's UUID; the schema
     and its docs describe every operation."""
 
+    name = "API root"
+
     def get(self, request, *args, **kwargs):
         response = super().get(request, *args, **kwargs)
 

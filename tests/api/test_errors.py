@@ -84,5 +84,5 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
 def test_the_browsable_api_is_branded_and_signs_in_on_the_dashboards_page():
     page = APIClient().get("/api/v1/", HTTP_ACCEPT="text/html").content.decode()
 
-    assert "<title>Api Root · TARSy scoring API</title>" in page
+    assert "<title>API root · TARSy scoring API</title>" in page
     assert 'href="/login/?next=/api/v1/"' in page and "Django REST framework" not in page
