@@ -63,7 +63,9 @@ def test_a_user_named_in_session_writers_stores_sessions_and_each_write_is_recor
     client = proxy_client("svc-tarsy")
 
     assert client.post(SESSIONS_URL, document, format="json").status_code == 201
+    document["final_analysis"] = "Revised after a chat follow-up."
     assert client.post(SESSIONS_URL, document, format="json").status_code == 200
+    assert client.post(SESSIONS_URL, document, format="json").status_code == 200  # unchanged: no write
 
     assert writers(document["session_id"]) == [("svc-tarsy", True), ("svc-tarsy", False)]
     assert proxy_client("tarsy").post(SESSIONS_URL, document, format="json").status_code == 403
