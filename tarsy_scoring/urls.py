@@ -8,14 +8,10 @@ from scoring.ops import views as ops_views
 from tarsy_scoring.csp import third_party_page
 
 # The names DRF's templates reverse for the browsable API (rest_framework.urls): its
-# sign-in is the dashboard's own page.
+# sign-in is the dashboard's own page (shown to a signed-in user too, as DRF's was).
 browsable_api_auth = (
     [
-        path(
-            "login/",
-            auth_views.LoginView.as_view(template_name="scoring/login.html", redirect_authenticated_user=True),
-            name="login",
-        ),
+        path("login/", auth_views.LoginView.as_view(template_name="scoring/login.html"), name="login"),
         path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     ],
     "rest_framework",
