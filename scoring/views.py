@@ -84,6 +84,11 @@ def session_list(request):
     )
 
 
+def _score_view_sessions():
+    """Sessions without their investigation, with what re-scoring one costs (its Re-score asks first)."""
+    return selectors.with_scoring_estimate(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
+
+
 def _score_context(session: AlertSession) -> dict:
     history = list(selectors.score_history(session.session_id))
     return {"session": session, "latest": history[0] if history else None, "history": history}
@@ -92,7 +97,7 @@ def _score_context(session: AlertSession) -> dict:
 @login_required
 def session_detail(request, session_id):
     # The investigation can be tens of megabytes: the page links to it (session_investigation).
-    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
+    session = get_object_or_404(_score_view_sessions(), pk=session_id)
     return render(
         request,
         "scoring/session_detail.html",
@@ -114,5 +119,5 @@ def session_investigation(request, session_id):
 @login_required
 def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
-    session = get_object_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), pk=session_id)
+    session = get_object_or_404(_score_view_sessions(), pk=session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
