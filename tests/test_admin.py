@@ -79,7 +79,7 @@ def test_session_filters(admin_client, sessions, query, expected):
 def test_session_list_names_each_alert_and_says_why_a_scoring_failed(admin_client, sessions):
     page = admin_client.get(SESSIONS_URL).content.decode()
     assert '<strong>PodCrashLooping</strong><br><span class="alert-summary">pod: api-7f</span>' in page
-    assert 'title="The last scoring failed: judge LLM timed out">Scoring failed</span>' in page
+    assert 'title="Scoring failed: judge LLM timed out">Scoring failed</span>' in page
     unscored = sessions["unscored"]
     change_page = admin_client.get(reverse("admin:scoring_alertsession_change", args=[unscored.pk]))
     assert f"<h2>PodCrashLooping {unscored.session_id}</h2>" in change_page.content.decode()
@@ -179,7 +179,7 @@ def test_score_list_badges_criteria_and_review_filters(admin_client, admin_user,
     assert listed(status__exact="in_progress") == ids(SessionScore.objects.get(session=sessions["scoring"]))
     page = admin_client.get(SCORES_URL).content.decode()
     assert "1 agree, 0 disagree" in page and "not reviewed" in page and "obsolete (000000000000)" in page
-    assert 'title="The last scoring failed: judge LLM timed out">Scoring failed</span>' in page
+    assert 'title="Scoring failed: judge LLM timed out">Scoring failed</span>' in page
 
 
 def test_score_list_does_not_load_the_analyses(admin_client, sessions):

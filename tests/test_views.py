@@ -154,7 +154,7 @@ def test_a_failed_score_in_the_list_says_why_and_offers_a_retry(admin_client):
     assert 'data-label="TARSy status"><span class="status status-failed">Failed</span>' in row
     # The reason on hover (the badge) and in the row.
     reason = "judge LLM timed out after 3 attempts &lt;b&gt;"
-    assert f'badge-failed" title="The last scoring failed: {reason}">Scoring failed<' in row
+    assert f'badge-failed" title="Scoring failed: {reason}">Scoring failed<' in row
     assert f'data-score-error="{failed.session_id}">{reason}</p>' in row
     assert f"data-score-button data-force data-session-id=\"{failed.session_id}\">Retry</button>" in row
     # A retry sends the prompt twice (turn 2 resends turn 1) and the follow-up: the row says how much.
@@ -267,6 +267,8 @@ def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
     view = score_view(admin_client, session)
     assert "Scoring failed." in view and "judge LLM timed out &lt;b&gt;badly&lt;/b&gt;" in view
     assert "data-score-button data-force" in view
+    history = view[view.index("Scoring history") :]
+    assert 'title="Scoring failed: judge LLM timed out &lt;b&gt;badly&lt;/b&gt;"' in history
 
 
 @pytest.mark.django_db

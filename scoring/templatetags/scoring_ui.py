@@ -32,7 +32,8 @@ NOT_SCORED = Badge("badge-none", "Not scored", "This session has not been scored
 SCORING = Badge("badge-scoring", "Scoring…", "The judge is scoring this session")
 # Not just "Failed": a session's TARSy status can be "Failed" too, beside it.
 FAILED = Badge("badge-failed", "Scoring failed", "The last scoring failed")
-# How much of a failure's reason a badge's hover text shows.
+# A failed badge's hover text with the reason, of which it shows up to REASON_CHARS characters.
+FAILED_WITH_REASON = "Scoring failed: {reason}"
 REASON_CHARS = 300
 
 
@@ -50,7 +51,7 @@ def badge(status: str | None, total_score: int | None, error_message: str | None
         if not error_message:
             return FAILED
         reason = Truncator(error_message).chars(REASON_CHARS)
-        return Badge(FAILED.css, FAILED.text, f"{FAILED.title}: {reason}")
+        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=reason))
     band = band_of(total_score)
     return Badge(
         f"badge-{band.key}",
@@ -70,6 +71,8 @@ def badge_catalog() -> dict:
         "not_scored": asdict(NOT_SCORED),
         "scoring": asdict(SCORING),
         "failed": asdict(FAILED),
+        "failed_with_reason": FAILED_WITH_REASON,
+        "reason_chars": REASON_CHARS,
         "bands": [asdict(band) for band in SCORE_BANDS],
     }
 

@@ -18,7 +18,6 @@
     identifying_missing_tools: "Step 2 of 2: the judge is identifying missing tools…",
   };
   const RECONNECT_MAX_MS = 15000;
-  const REASON_CHARS = 300; // as scoring_ui.REASON_CHARS
 
   // --- Badges (same catalogue as the server's, see scoring_ui.badge_catalog) ---
 
@@ -27,8 +26,10 @@
     if (status === "pending" || status === "in_progress") return catalog.scoring;
     if (status === "failed") {
       if (!reason) return catalog.failed;
-      const shown = reason.length > REASON_CHARS ? reason.slice(0, REASON_CHARS - 1) + "…" : reason;
-      return { css: catalog.failed.css, text: catalog.failed.text, title: catalog.failed.title + ": " + shown };
+      const limit = catalog.reason_chars;
+      const shown = reason.length > limit ? reason.slice(0, limit - 1) + "…" : reason;
+      const title = catalog.failed_with_reason.replace("{reason}", shown);
+      return { css: catalog.failed.css, text: catalog.failed.text, title };
     }
     const band = catalog.bands.find((b) => b.low <= totalScore && totalScore <= b.high);
     return {

@@ -184,7 +184,7 @@ def test_a_failed_scoring_in_the_list_says_why_and_is_retried_after_asking(
     # Live: the badge, the reason in the row and on hover, and a Retry.
     expect(badge).to_have_text("Scoring failed")
     expect(reason).to_contain_text("no 0-100 score on its last line")
-    expect(badge).to_have_attribute("title", re.compile(r"^The last scoring failed: .*no 0-100 score"))
+    expect(badge).to_have_attribute("title", re.compile(r"^Scoring failed: .*no 0-100 score"))
     expect(row.get_by_role("button", name="Retry")).to_be_visible()
 
     # As rendered by the server, too; the session's own failure looks unlike the scoring's.

@@ -28,7 +28,7 @@ def test_the_list_and_the_session_page_name_each_alert(live_site, signed_in):
         assert fits(page)
 
         page.get_by_role("link", name="KubeHpaMaxedOut").click()
-        expect(page.locator("h1")).to_contain_text("KubeHpaMaxedOut")
+        expect(page.locator("h1").first).to_contain_text("KubeHpaMaxedOut")
         expect(page.locator("[data-alert-summary]")).to_have_text(
             "HPA checkout/checkout-web has been running at max replicas (20) for 30 minutes"
         )
