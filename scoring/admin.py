@@ -121,15 +121,17 @@ def score_admin_url(score_id) -> str:
 
 @admin.register(AlertSession)
 class AlertSessionAdmin(admin.ModelAdmin):
-    list_display = ["short_id", "alert_type", "status", "started", "score"]
+    list_display = ["short_id", "alert", "alert_type", "status", "started", "score"]
     list_filter = [SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "alert_type", "status"]
     # get_search_results does the searching; a non-empty list shows the box.
     search_fields = ["session_id"]
-    search_help_text = "A whole session id, or text from the alert type or the alert data."
+    search_help_text = (
+        "A whole session id, or text from the alert type, the alert data or the final analysis summary."
+    )
     list_per_page = 50
     actions = ["score_selected", "force_rescore_selected"]
     fields = [
-        "session_id", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
+        "session_id", "alert", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
         "started", "completed", "error_message", "ingest_notes_view", "alert_data_view",
         "final_analysis_view", "investigation_view", "writes_view", "score_history",
     ]  # fmt: skip
@@ -140,7 +142,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
         return super().media + BADGE_MEDIA
 
     def get_queryset(self, request):
-        return super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS)
+        return selectors.with_latest_error(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
 
     def get_search_results(self, request, queryset, search_term):
         return selectors.search_sessions(queryset, search_term), False
@@ -155,6 +157,15 @@ class AlertSessionAdmin(admin.ModelAdmin):
     def short_id(self, session):
         return str(session.session_id)[:8]
 
+    @admin.display(description="Alert")
+    def alert(self, session):
+        heading = session.heading
+        if not heading.summary:
+            return heading.title
+        return format_html(
+            '<strong>{}</strong><br><span class="alert-summary">{}</span>', heading.title, heading.summary
+        )
+
     @admin.display(description="Started", ordering="started_at_us")
     def started(self, session):
         return us_datetime(session.started_at_us)
@@ -165,7 +176,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
 
     @admin.display(description="Score", ordering="latest_total_score")
     def score(self, session):
-        shown = badge_html(session.latest_status, session.latest_total_score)
+        shown = badge_html(session.latest_status, session.latest_total_score, session.latest_error_message)
         if session.latest_score_id is None:
             return shown
         if session.latest_prompt_hash is not None and not is_current_criteria(session.latest_prompt_hash):
@@ -368,7 +379,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     @admin.display(description="Total", ordering="total_score")
     def score(self, score):
-        return badge_html(score.status, score.total_score)
+        return badge_html(score.status, score.total_score, score.error_message)
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):

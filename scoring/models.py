@@ -1,10 +1,13 @@
 """Alert sessions imported from TARSy, and the judge's scores of them."""
 
 import uuid
+from functools import cached_property
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+
+from scoring.tarsy.alert import AlertHeading, alert_heading
 
 
 class SessionStatus(models.TextChoices):
@@ -82,11 +85,17 @@ class AlertSession(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.alert_type} {self.session_id}"
+        return f"{self.heading.title} {self.session_id}"
 
     @property
     def is_terminal(self) -> bool:
         return self.status in SessionStatus.terminal_values()
+
+    @cached_property
+    def heading(self) -> AlertHeading:
+        """The alert's name and a one-line summary: what the lists, the page heading, the
+        admin and the API show to tell sessions apart (``scoring.tarsy.alert``)."""
+        return alert_heading(self.alert_type, self.alert_data, self.final_analysis_summary)
 
 
 class ScoringStatus(models.TextChoices):

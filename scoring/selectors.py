@@ -27,12 +27,13 @@ from scoring.models import (
 
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
-    """Sessions newest first, without their investigation.
+    """Sessions newest first, without their investigation, with their newest score's
+    error (``with_latest_error``).
 
     The investigation columns can hold megabytes per session, and a list never
     shows them, so they are deferred.
     """
-    sessions = AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS)
+    sessions = with_latest_error(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
     sessions = sessions.order_by("-started_at_us", "-session_id")
     if status is not None:
         sessions = sessions.filter(status=status)
@@ -211,18 +212,35 @@ def sessions_to_score(
     return sessions.filter(wanted).order_by("-started_at_us")
 
 
-def estimate_input_tokens(sessions) -> int:
-    """Rough judge input tokens for scoring these sessions (for --dry-run).
+# A session's score prompt length, kept at ingest; a session stored before that counts
+# its stored size instead (several times its prompt, usually).
+PROMPT_CHARS = Coalesce("judge_prompt_chars", F("investigation_bytes") + len(JUDGE_PROMPT_SCORE))
 
-    Each scoring sends its score prompt twice (turn 2 resends turn 1) and the
-    follow-up. The prompt's length is kept at ingest; a session stored before
-    that counts its stored size instead (several times its prompt, usually).
-    """
-    prompt_chars = Coalesce("judge_prompt_chars", F("investigation_bytes") + len(JUDGE_PROMPT_SCORE))
-    totals = sessions.aggregate(count=Count("pk"), prompts=Sum(prompt_chars))
-    return estimated_tokens(
-        2 * (totals["prompts"] or 0) + totals["count"] * len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
-    )
+
+def scoring_input_tokens(prompt_chars: int, scorings: int = 1) -> int:
+    """Rough judge input tokens of ``scorings`` scorings whose score prompts have
+    ``prompt_chars`` characters in all: each sends its score prompt twice (turn 2
+    resends turn 1) and the follow-up."""
+    return estimated_tokens(2 * prompt_chars + scorings * len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS))
+
+
+def estimate_input_tokens(sessions) -> int:
+    """Rough judge input tokens for scoring these sessions (for --dry-run)."""
+    totals = sessions.aggregate(count=Count("pk"), prompts=Sum(PROMPT_CHARS))
+    return scoring_input_tokens(totals["prompts"] or 0, totals["count"])
+
+
+def with_scoring_estimate(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession]:
+    """Annotate each session with its score prompt's length (``prompt_chars``), for
+    the estimate of what scoring it costs (``scoring_input_tokens``)."""
+    return sessions.annotate(prompt_chars=PROMPT_CHARS)
+
+
+def with_latest_error(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession]:
+    """Annotate each session with its newest score's error message (``latest_error_message``;
+    null unless that score failed), read by the copy's primary key (``latest_score_id``)."""
+    newest = SessionScore.objects.filter(pk=OuterRef("latest_score_id"))
+    return sessions.annotate(latest_error_message=Subquery(newest.values("error_message")[:1]))
 
 
 def over_input_bound(sessions) -> QuerySet[AlertSession]:
@@ -291,7 +309,7 @@ def score_state_q(state: str) -> Q:
 
 def search_sessions(sessions: QuerySet[AlertSession], term: str) -> QuerySet[AlertSession]:
     """A whole session id finds that session; other text is looked for in the
-    alert type and the alert data."""
+    alert type, the alert data and the final analysis summary (what the lists show)."""
     term = term.strip()
     if not term:
         return sessions
@@ -300,7 +318,9 @@ def search_sessions(sessions: QuerySet[AlertSession], term: str) -> QuerySet[Ale
     except ValueError:
         pass
     return sessions.annotate(alert_text=Cast("alert_data", TextField())).filter(
-        Q(alert_type__icontains=term) | Q(alert_text__icontains=term)
+        Q(alert_type__icontains=term)
+        | Q(alert_text__icontains=term)
+        | Q(final_analysis_summary__icontains=term)
     )
 
 
@@ -336,7 +356,7 @@ def dashboard_sessions(
         sessions = sessions.filter(criteria_q(obsolete=obsolete, field="latest_prompt_hash"))
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
-    sessions = search_sessions(sessions, search)
+    sessions = search_sessions(with_latest_error(with_scoring_estimate(sessions)), search)
     return sessions.order_by(*SESSION_SORTS[sort], "-session_id")
 
 

@@ -327,8 +327,11 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
             if room <= 0:
                 return []
             started_at_us = now_us()
+            # The model this worker judges with, kept from the claim on: a score that
+            # fails says which model it was for (a completed one writes it again).
+            model = settings.SCORING_LLM_MODEL
             claimed = (
-                _move(score_id, Status.IN_PROGRESS, started_at_us=started_at_us)
+                _move(score_id, Status.IN_PROGRESS, started_at_us=started_at_us, judge_model=model)
                 for score_id in selectors.oldest_pending_score_ids(room)
             )
             return [score for score in claimed if score is not None]

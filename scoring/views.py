@@ -94,6 +94,11 @@ def _session_or_404(sessions, session_id) -> AlertSession:
         raise Http404(selectors.no_such_session(session_id)) from None
 
 
+def _score_view_sessions():
+    """Sessions without their investigation, with what re-scoring one costs (its Re-score asks first)."""
+    return selectors.with_scoring_estimate(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
+
+
 def _score_context(session: AlertSession) -> dict:
     history = list(selectors.score_history(session.session_id))
     return {"session": session, "latest": history[0] if history else None, "history": history}
@@ -102,7 +107,7 @@ def _score_context(session: AlertSession) -> dict:
 @login_required
 def session_detail(request, session_id):
     # The investigation can be tens of megabytes: the page links to it (session_investigation).
-    session = _session_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), session_id)
+    session = _session_or_404(_score_view_sessions(), session_id)
     return render(
         request,
         "scoring/session_detail.html",
@@ -124,7 +129,7 @@ def session_investigation(request, session_id):
 @login_required
 def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
-    session = _session_or_404(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS), session_id)
+    session = _session_or_404(_score_view_sessions(), session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
 
 

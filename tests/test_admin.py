@@ -50,7 +50,7 @@ def sessions():
 
 def test_session_list_shows_each_latest_score_as_a_worded_badge(admin_client, sessions):
     page = admin_client.get(SESSIONS_URL).content.decode()
-    for text in ["49 · Poor", "50 · Weak", "75 · Good", "Not scored", "Scoring…", "Failed"]:
+    for text in ["49 · Poor", "50 · Weak", "75 · Good", "Not scored", "Scoring…", "Scoring failed"]:
         assert text in page
     assert "90 · Good" not in page  # superseded by the failed re-score
     assert "obsolete criteria" in page
@@ -76,10 +76,21 @@ def test_session_filters(admin_client, sessions, query, expected):
     assert listed_sessions(admin_client, **query) == {short(sessions[name]) for name in expected}
 
 
+def test_session_list_names_each_alert_and_says_why_a_scoring_failed(admin_client, sessions):
+    page = admin_client.get(SESSIONS_URL).content.decode()
+    assert '<strong>PodCrashLooping</strong><br><span class="alert-summary">pod: api-7f</span>' in page
+    assert 'title="Scoring failed: judge LLM timed out">Scoring failed</span>' in page
+    unscored = sessions["unscored"]
+    change_page = admin_client.get(reverse("admin:scoring_alertsession_change", args=[unscored.pk]))
+    assert f"<h2>PodCrashLooping {unscored.session_id}</h2>" in change_page.content.decode()
+
+
 def test_search_by_session_id_and_alert_text(admin_client, sessions):
     assert listed_sessions(admin_client, q=str(sessions["good"].session_id)) == {short(sessions["good"])}
     assert listed_sessions(admin_client, q="podcrashloop") == {short(sessions["unscored"])}
     assert listed_sessions(admin_client, q="database") == {short(sessions["weak"]), short(sessions["good"])}
+    summed_up = make_session(final_analysis_summary="The cert-manager webhook was down.")
+    assert listed_sessions(admin_client, q="cert-manager webhook") == {short(summed_up)}
 
 
 def test_session_list_does_not_load_the_investigation(admin_client, sessions):
@@ -168,6 +179,7 @@ def test_score_list_badges_criteria_and_review_filters(admin_client, admin_user,
     assert listed(status__exact="in_progress") == ids(SessionScore.objects.get(session=sessions["scoring"]))
     page = admin_client.get(SCORES_URL).content.decode()
     assert "1 agree, 0 disagree" in page and "not reviewed" in page and "obsolete (000000000000)" in page
+    assert 'title="Scoring failed: judge LLM timed out">Scoring failed</span>' in page
 
 
 def test_score_list_does_not_load_the_analyses(admin_client, sessions):

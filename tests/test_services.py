@@ -156,6 +156,33 @@ def test_llm_failure_after_retries_fails_the_score(judge_llm, settings):
     assert len(judge_llm.requests) == 2
 
 
+@pytest.mark.parametrize(
+    ("failure", "session_fields"),
+    [
+        ("503", {}),
+        ("over SCORING_MAX_INPUT_TOKENS", {"final_analysis": "x" * 20_000}),
+        ("unexpected error", {"stages": "not a list of stages"}),
+    ],
+)
+def test_a_failed_score_records_the_judge_model_it_was_for(judge_llm, settings, failure, session_fields):
+    settings.SCORING_LLM_MAX_RETRIES = 0
+    settings.SCORING_MAX_INPUT_TOKENS = 4_000
+    judge_llm.set_default(Error(503, message="upstream overloaded"))
+    score = pending_score(**session_fields)
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "failed" and failure in score.error_message
+    assert score.judge_model == settings.SCORING_LLM_MODEL == "openai/fake-judge"
+
+
+def test_a_pending_score_failed_before_any_worker_took_it_names_no_judge_model(settings):
+    settings.SCORING_LLM_MODEL = "openai/fake-judge"
+    score = pending_score()
+    services.fail_scoring(score.score_id, "orphaned: queued too long")
+    score.refresh_from_db()
+    assert (score.status, score.judge_model) == ("failed", "")
+
+
 def test_unexpected_error_fails_the_score_with_the_error(judge_llm):
     score = pending_score(stages="not a list of stages")
     run_next_scoring()

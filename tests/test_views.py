@@ -8,9 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scoring import views
+from scoring import selectors, views
 from scoring.judge import rendering
-from scoring.models import ScoreReview
+from scoring.models import AlertSession, ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
 
@@ -40,7 +40,12 @@ def test_completed_badges_follow_the_specs_bands(total, css, text):
 
 @pytest.mark.parametrize(
     ("status", "text"),
-    [(None, "Not scored"), ("pending", "Scoring…"), ("in_progress", "Scoring…"), ("failed", "Failed")],
+    [
+        (None, "Not scored"),
+        ("pending", "Scoring…"),
+        ("in_progress", "Scoring…"),
+        ("failed", "Scoring failed"),  # not "Failed": a session's TARSy status can say that
+    ],
 )
 def test_other_states_have_their_own_words(status, text):
     assert badge(status, None).text == text
@@ -88,7 +93,7 @@ def ids(*sessions) -> list[str]:
 def test_list_shows_badges_and_offers_scoring_only_where_it_can(admin_client, scored_sessions):
     running = make_session(status="in_progress", completed_at_us=None, started_at_us=T0_US + 5)
     page = admin_client.get(LIST_URL).content.decode()
-    for text in ["30 · Poor", "90 · Good", "Not scored", "Failed", "obsolete criteria"]:
+    for text in ["30 · Poor", "90 · Good", "Not scored", "Scoring failed", "obsolete criteria"]:
         assert text in page
     assert rows(page) == ids(
         running,
@@ -123,6 +128,38 @@ def test_list_shows_badges_and_offers_scoring_only_where_it_can(admin_client, sc
 def test_list_filters_and_sorts(admin_client, scored_sessions, query, expected):
     page = admin_client.get(LIST_URL, query).content.decode()
     assert rows(page) == ids(*(scored_sessions[name] for name in expected))
+
+
+@pytest.mark.django_db
+def test_list_names_each_alert_and_sums_it_up(admin_client):
+    make_session(alert_data={"alert": "KubeHpaMaxedOut", "message": "HPA checkout/checkout-web at max"})
+    make_session(alert_type="test-kubernetes", alert_data={"description": "Namespace stuck in Terminating"})
+    page = admin_client.get(LIST_URL).content.decode()
+    assert 'class="alert-title">KubeHpaMaxedOut</a>' in page
+    assert '<span class="alert-summary">HPA checkout/checkout-web at max</span>' in page
+    # No name in the data: the alert type stands in.
+    assert 'class="alert-title">test-kubernetes</a>' in page
+    assert '<span class="alert-summary">Namespace stuck in Terminating</span>' in page
+    assert "<th>TARSy status</th>" in page
+
+
+@pytest.mark.django_db
+def test_a_failed_score_in_the_list_says_why_and_offers_a_retry(admin_client):
+    # A session TARSy failed, whose scoring failed too: two different things.
+    failed = make_session(status="failed", judge_prompt_chars=400_000)
+    make_score(failed, status="failed", error_message="judge LLM timed out after 3 attempts <b>")
+    page = admin_client.get(LIST_URL).content.decode()
+    row = page[page.index(f'data-session-row="{failed.session_id}"') :]
+    row = row[: row.index("</tr>")]
+    assert 'data-label="TARSy status"><span class="status status-failed">Failed</span>' in row
+    # The reason on hover (the badge) and in the row.
+    reason = "judge LLM timed out after 3 attempts &lt;b&gt;"
+    assert f'badge-failed" title="Scoring failed: {reason}">Scoring failed<' in row
+    assert f'data-score-error="{failed.session_id}">{reason}</p>' in row
+    assert f"data-score-button data-force data-session-id=\"{failed.session_id}\">Retry</button>" in row
+    # A retry sends the prompt twice (turn 2 resends turn 1) and the follow-up: the row says how much.
+    tokens = re.search(r'data-estimated-tokens="(\d+)"', page[page.index(str(failed.session_id)) - 200 :])
+    assert int(tokens.group(1)) == selectors.scoring_input_tokens(400_000) > 200_000
 
 
 @pytest.mark.django_db
@@ -178,6 +215,27 @@ def test_session_page_shows_the_alert_the_analysis_and_links_the_investigation(a
 
 
 @pytest.mark.django_db
+def test_session_page_is_headed_by_its_alert(admin_client):
+    session = make_session(alert_data={"alert": "KubePodCrashLooping", "message": "payments-api restarts"})
+    page = admin_client.get(detail_url(session)).content.decode()
+    assert f'<h1>KubePodCrashLooping <span class="muted mono">{session.session_id}</span></h1>' in page
+    assert '<p class="alert-summary" data-alert-summary>payments-api restarts</p>' in page
+    assert f"<title>KubePodCrashLooping {str(session.session_id)[:8]}" in page
+    assert ">TARSy: Completed</span>" in page and "alert type kubernetes" in page
+
+
+@pytest.mark.django_db
+def test_rescore_button_carries_the_estimated_tokens_it_costs(admin_client):
+    stored_before_prompts_were_measured = make_session(investigation_bytes=10_000)
+    make_score(stored_before_prompts_were_measured)
+    view = score_view(admin_client, stored_before_prompts_were_measured)
+    estimate = selectors.estimate_input_tokens(
+        AlertSession.objects.filter(pk=stored_before_prompts_were_measured.pk)
+    )
+    assert f'data-estimated-tokens="{estimate}">Re-score</button>' in view
+
+
+@pytest.mark.django_db
 def test_unscored_session_offers_to_score_it(admin_client):
     view = score_view(admin_client, make_session())
     assert "Not scored yet." in view and "Score session</button>" in view and "data-force" not in view
@@ -209,6 +267,8 @@ def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
     view = score_view(admin_client, session)
     assert "Scoring failed." in view and "judge LLM timed out &lt;b&gt;badly&lt;/b&gt;" in view
     assert "data-score-button data-force" in view
+    history = view[view.index("Scoring history") :]
+    assert 'title="Scoring failed: judge LLM timed out &lt;b&gt;badly&lt;/b&gt;"' in history
 
 
 @pytest.mark.django_db

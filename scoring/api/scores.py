@@ -80,6 +80,12 @@ class ScoreSerializer(serializers.ModelSerializer):
             "session_changed_since_score",
         ]
         read_only_fields = fields
+        extra_kwargs = {
+            "judge_model": {
+                "help_text": "The judge model the worker that took the score used (litellm's name); kept "
+                "when the score fails, empty only for a score failed before any worker took it."
+            }
+        }
 
     def get_current_prompt_used(self, score: SessionScore) -> bool:
         return score.prompt_hash == PROMPT_HASH

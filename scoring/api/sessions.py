@@ -1,7 +1,12 @@
 """The sessions API: TARSy sends sessions (a user in SESSION_WRITERS or with the change
 permission); anyone signed in reads them."""
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import serializers, status, viewsets
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.parsers import JSONParser
@@ -11,7 +16,8 @@ from rest_framework.response import Response
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
-from scoring.models import AlertSession, SessionStatus
+from scoring.judge.prompts import PROMPT_HASH
+from scoring.models import AlertSession, ScoringStatus, SessionStatus
 from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
 
 SUMMARY_FIELDS = [
@@ -28,6 +34,8 @@ SUMMARY_FIELDS = [
     "alert_data",
     "final_analysis",
     "final_analysis_summary",
+    "alert_title",
+    "alert_summary",
     "investigation_bytes",
     "imported_at",
     "updated_at",
@@ -36,13 +44,82 @@ SUMMARY_FIELDS = [
 COMPUTED_FIELDS = ["investigation_bytes", "imported_at", "updated_at"]
 
 
-class SessionSummarySerializer(serializers.ModelSerializer):
+class AlertHeadingFields(serializers.Serializer):
+    """What tells sessions apart (``AlertSession.heading``), computed from TARSy's fields."""
+
+    alert_title = serializers.CharField(
+        source="heading.title",
+        read_only=True,
+        help_text="The alert's name from its data (alertname, alert_name, alert or labels.alertname), "
+        "or the session's alert_type when the data names none.",
+    )
+    alert_summary = serializers.CharField(
+        source="heading.summary",
+        read_only=True,
+        help_text="One line (at most 160 characters) saying what the alert is about: the alert's own "
+        "text (message, summary or description, also under annotations), else final_analysis_summary, "
+        "else its first few fields (`namespace: payments · pod: ...`); empty when there is nothing.",
+    )
+
+
+class SessionSummarySerializer(AlertHeadingFields, serializers.ModelSerializer):
     """A session without its investigation (stages and session-level interactions)."""
 
     class Meta:
         model = AlertSession
         fields = SUMMARY_FIELDS
         read_only_fields = SUMMARY_FIELDS
+
+
+class LatestScoreSerializer(serializers.Serializer):
+    """The newest score of a session, from the copy its row keeps (``AlertSession.latest_*``):
+    a list answers it with no request, or query, per session."""
+
+    score_id = serializers.UUIDField(source="latest_score_id")
+    status = serializers.ChoiceField(choices=ScoringStatus.choices, source="latest_status")
+    total_score = serializers.IntegerField(
+        source="latest_total_score", allow_null=True, help_text="0-100; null unless completed."
+    )
+    band = serializers.SerializerMethodField()
+    current_prompt_used = serializers.SerializerMethodField(
+        help_text="Whether the score was made with the judge prompts this service uses now."
+    )
+    error_message = serializers.CharField(
+        source="latest_error_message", allow_null=True, help_text="Why it failed; null unless failed."
+    )
+
+    def get_attribute(self, instance):
+        return instance if instance.latest_score_id is not None else None
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=[band.key for band in selectors.SCORE_BANDS],
+            allow_null=True,
+            help_text="The total's band: poor 0-49, weak 50-74, good 75-100; null unless completed.",
+        )
+    )
+    def get_band(self, session: AlertSession) -> str | None:
+        band = selectors.band_of(session.latest_total_score)
+        return band.key if band else None
+
+    def get_current_prompt_used(self, session: AlertSession) -> bool:
+        return session.latest_prompt_hash == PROMPT_HASH
+
+
+class SessionListItemSerializer(SessionSummarySerializer):
+    """A session of the list: its summary and its newest score."""
+
+    latest_score = LatestScoreSerializer(
+        source="*",
+        read_only=True,
+        allow_null=True,
+        help_text="The session's newest score, whatever its status; null when it was never scored. "
+        "GET /api/v1/scoring/sessions/{session_id}/score has the whole score.",
+    )
+
+    class Meta(SessionSummarySerializer.Meta):
+        fields = SUMMARY_FIELDS + ["latest_score"]
+        read_only_fields = fields
 
 
 class StoredObjectsField(serializers.ListField):
@@ -53,7 +130,7 @@ class StoredObjectsField(serializers.ListField):
         return value
 
 
-class SessionDetailSerializer(serializers.ModelSerializer):
+class SessionDetailSerializer(AlertHeadingFields, serializers.ModelSerializer):
     """A whole session, as TARSy's history API returns it (fields this service keeps).
 
     It also describes the POST body in the schema; the body itself is validated
@@ -135,7 +212,7 @@ NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not s
     list=extend_schema(
         summary="List sessions, newest first",
         parameters=[SessionListQuerySerializer],
-        responses={200: SessionSummarySerializer(many=True), 400: INVALID_FILTER, 401: NOT_SIGNED_IN},
+        responses={200: SessionListItemSerializer(many=True), 400: INVALID_FILTER, 401: NOT_SIGNED_IN},
     ),
     retrieve=extend_schema(
         summary="One whole session, with its investigation",
@@ -182,7 +259,7 @@ class SessionViewSet(viewsets.GenericViewSet):
             alert_type=query.validated_data.get("alert_type") or None,
         )
         page = self.paginate_queryset(sessions)
-        return self.get_paginated_response(SessionSummarySerializer(page, many=True).data)
+        return self.get_paginated_response(SessionListItemSerializer(page, many=True).data)
 
     def retrieve(self, request, session_id=None):
         try:

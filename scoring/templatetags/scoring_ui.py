@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.selectors import SCORE_BANDS, band_of
+from scoring.selectors import SCORE_BANDS, band_of, scoring_input_tokens
 
 register = template.Library()
 
@@ -29,11 +30,16 @@ class Badge:
 
 NOT_SCORED = Badge("badge-none", "Not scored", "This session has not been scored")
 SCORING = Badge("badge-scoring", "Scoring…", "The judge is scoring this session")
-FAILED = Badge("badge-failed", "Failed", "The last scoring failed")
+# Not just "Failed": a session's TARSy status can be "Failed" too, beside it.
+FAILED = Badge("badge-failed", "Scoring failed", "The last scoring failed")
+# A failed badge's hover text with the reason, of which it shows up to REASON_CHARS characters.
+FAILED_WITH_REASON = "Scoring failed: {reason}"
+REASON_CHARS = 300
 
 
-def badge(status: str | None, total_score: int | None) -> Badge:
-    """The badge for a session's newest score (no ``status``: never scored).
+def badge(status: str | None, total_score: int | None, error_message: str | None = None) -> Badge:
+    """The badge for a session's newest score (no ``status``: never scored); a failed
+    one's hover text gives ``error_message``, the reason.
 
     Templates pass "" for a missing score's fields, so any empty status counts.
     """
@@ -42,7 +48,10 @@ def badge(status: str | None, total_score: int | None) -> Badge:
     if status in ScoringStatus.active_values():
         return SCORING
     if status == ScoringStatus.FAILED:
-        return FAILED
+        if not error_message:
+            return FAILED
+        reason = Truncator(error_message).chars(REASON_CHARS)
+        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=reason))
     band = band_of(total_score)
     return Badge(
         f"badge-{band.key}",
@@ -51,8 +60,8 @@ def badge(status: str | None, total_score: int | None) -> Badge:
     )
 
 
-def badge_html(status: str | None, total_score: int | None) -> SafeString:
-    shown = badge(status, total_score)
+def badge_html(status: str | None, total_score: int | None, error_message: str | None = None) -> SafeString:
+    shown = badge(status, total_score, error_message)
     return format_html('<span class="badge {}" title="{}">{}</span>', shown.css, shown.title, shown.text)
 
 
@@ -62,6 +71,8 @@ def badge_catalog() -> dict:
         "not_scored": asdict(NOT_SCORED),
         "scoring": asdict(SCORING),
         "failed": asdict(FAILED),
+        "failed_with_reason": FAILED_WITH_REASON,
+        "reason_chars": REASON_CHARS,
         "bands": [asdict(band) for band in SCORE_BANDS],
     }
 
@@ -71,8 +82,15 @@ def is_current_criteria(prompt_hash: str | None) -> bool:
 
 
 @register.simple_tag
-def score_badge(status, total_score) -> SafeString:
-    return badge_html(status, total_score)
+def score_badge(status, total_score, error_message=None) -> SafeString:
+    return badge_html(status, total_score, error_message)
+
+
+@register.filter
+def scoring_tokens(prompt_chars) -> int:
+    """Estimated judge input tokens of one scoring of a session whose score prompt has
+    ``prompt_chars`` characters (``selectors.with_scoring_estimate``)."""
+    return scoring_input_tokens(prompt_chars)
 
 
 @register.filter

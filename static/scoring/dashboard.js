@@ -21,10 +21,16 @@
 
   // --- Badges (same catalogue as the server's, see scoring_ui.badge_catalog) ---
 
-  function badgeFor(status, totalScore) {
+  function badgeFor(status, totalScore, reason) {
     if (status === null) return catalog.not_scored;
     if (status === "pending" || status === "in_progress") return catalog.scoring;
-    if (status === "failed") return catalog.failed;
+    if (status === "failed") {
+      if (!reason) return catalog.failed;
+      const limit = catalog.reason_chars;
+      const shown = reason.length > limit ? reason.slice(0, limit - 1) + "…" : reason;
+      const title = catalog.failed_with_reason.replace("{reason}", shown);
+      return { css: catalog.failed.css, text: catalog.failed.text, title };
+    }
     const band = catalog.bands.find((b) => b.low <= totalScore && totalScore <= b.high);
     return {
       css: "badge-" + band.key,
@@ -33,8 +39,8 @@
     };
   }
 
-  function showBadge(sessionId, status, totalScore) {
-    const shown = badgeFor(status, totalScore);
+  function showBadge(sessionId, status, totalScore, reason) {
+    const shown = badgeFor(status, totalScore, reason);
     document.querySelectorAll('[data-score-badge="' + sessionId + '"]').forEach((holder) => {
       const span = document.createElement("span");
       span.className = "badge " + shown.css;
@@ -42,6 +48,41 @@
       span.textContent = shown.text;
       holder.replaceChildren(span);
     });
+  }
+
+  // --- The list's rows: a failed scoring's reason and its Retry ---
+
+  function hideRowActions(sessionId) {
+    const buttons = '[data-score-button][data-session-id="' + sessionId + '"]';
+    const reasons = '[data-score-error="' + sessionId + '"]';
+    document.querySelectorAll(buttons + ", " + reasons).forEach((element) => { element.hidden = true; });
+  }
+
+  function showRowFailure(sessionId, reason) {
+    const row = document.querySelector('[data-session-row="' + sessionId + '"]');
+    if (!row) return;
+    let shown = row.querySelector("[data-score-error]");
+    if (!shown) {
+      shown = document.createElement("p");
+      shown.className = "score-error";
+      shown.dataset.scoreError = sessionId;
+      row.querySelector(".score-line").after(shown);
+    }
+    shown.textContent = reason;
+    shown.hidden = false;
+    let retry = row.querySelector("[data-score-button][data-force]");
+    if (!retry) {
+      retry = document.createElement("button");
+      retry.type = "button";
+      retry.className = "small";
+      retry.dataset.scoreButton = "";
+      retry.dataset.force = "";
+      retry.dataset.sessionId = sessionId;
+      retry.textContent = "Retry";
+      row.querySelector(".score-line").append(retry);
+    }
+    retry.disabled = false;
+    retry.hidden = false;
   }
 
   function say(message) {
@@ -56,9 +97,47 @@
     return document.querySelector('meta[name="csrf-token"]').content;
   }
 
+  // A forced scoring (Re-score, Retry) sends the whole investigation to the judge
+  // again, which a paid model charges for: ask first, with the estimated tokens
+  // (rendered with the page, see scoring_ui.scoring_tokens).
+  function confirmScoring(button) {
+    const holder = button.closest("[data-estimated-tokens]");
+    const tokens = Number(holder ? holder.dataset.estimatedTokens : 0);
+    const dialog = document.createElement("dialog");
+    dialog.className = "confirm-scoring";
+    dialog.setAttribute("aria-label", "Score this session again?");
+    const question = document.createElement("p");
+    question.textContent =
+      "Score this session again? The judge will read about " + tokens.toLocaleString("en") +
+      " input tokens (the investigation twice: turn 2 resends turn 1), which a paid model charges for.";
+    const confirm = document.createElement("button");
+    confirm.type = "button";
+    confirm.textContent = button.textContent.trim();
+    confirm.addEventListener("click", () => dialog.close("confirm"));
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "secondary";
+    cancel.textContent = "Cancel";
+    cancel.addEventListener("click", () => dialog.close("cancel"));
+    const actions = document.createElement("div");
+    actions.className = "dialog-actions";
+    actions.append(confirm, cancel);
+    dialog.append(question, actions);
+    document.body.append(dialog);
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => {
+        dialog.remove();
+        resolve(dialog.returnValue === "confirm");
+      });
+      dialog.showModal();
+      cancel.focus();
+    });
+  }
+
   async function requestScoring(button) {
     const sessionId = button.dataset.sessionId;
     const force = button.hasAttribute("data-force");
+    if (force && !(await confirmScoring(button))) return;
     button.disabled = true;
     let response;
     let answer = {};
@@ -78,7 +157,7 @@
     if (response.status === 202) {
       say("Scoring requested: waiting for a judge worker…");
       showBadge(sessionId, answer.status, null);
-      button.hidden = !onSessionPage();
+      if (!onSessionPage()) hideRowActions(sessionId);
     } else if (response.ok) {
       say("This session already has a " + answer.status + " score.");
     } else {
@@ -139,16 +218,15 @@
         refreshPanel();
       }
     } else if (event.type === "scoring.failed") {
-      showBadge(event.session_id, "failed", null);
+      showBadge(event.session_id, "failed", null, event.error_message);
       if (onSessionPage()) {
         say("Scoring failed: " + event.error_message);
         refreshPanel();
       }
     }
     if (!onSessionPage()) {
-      document
-        .querySelectorAll('[data-score-button][data-session-id="' + event.session_id + '"]')
-        .forEach((button) => { button.hidden = true; });
+      hideRowActions(event.session_id);
+      if (event.type === "scoring.failed") showRowFailure(event.session_id, event.error_message);
     }
   }
 

@@ -59,3 +59,22 @@ def test_a_400_body_is_documented_as_a_detail_beside_messages_by_field(schema):
         assert body["additionalProperties"] == {"type": "array", "items": {"type": "string"}}, path
         examples = schema["paths"][path][method]["responses"]["400"]["content"]["application/json"]["examples"]
         assert all(set(example["value"]) > {"detail"} for example in examples.values()), path
+
+
+def test_the_session_list_documents_each_sessions_heading_and_newest_score(schema):
+    page = body_schema(schema, schema["paths"]["/api/v1/sessions/"]["get"], "200")
+    item = resolve(schema, page["properties"]["results"]["items"])
+    assert {"alert_title", "alert_summary", "latest_score"} <= set(item["properties"])
+    latest = item["properties"]["latest_score"]
+    assert latest.get("nullable") is True or {"type": "null"} in latest.get("oneOf", [])
+    score = resolve(schema, (latest.get("allOf") or latest.get("oneOf") or [latest])[0])
+    assert set(score["properties"]) == {
+        "score_id", "status", "total_score", "band", "current_prompt_used", "error_message"
+    }  # fmt: skip
+    band = resolve(schema, score["properties"]["band"])
+    assert set(resolve(schema, (band.get("oneOf") or band.get("allOf") or [band])[0])["enum"]) == {
+        "poor", "weak", "good"
+    }  # fmt: skip
+    request = schema["paths"]["/api/v1/sessions/"]["post"]["requestBody"]["content"]["application/json"]
+    assert "alert_title" not in resolve(schema, request["schema"])["properties"]
+

@@ -10,6 +10,7 @@ from scoring import selectors, services
 from scoring.api.sessions import SessionDetailSerializer
 from scoring.models import AlertSession, SessionWrite
 from tests.support.api import STARTED_AT_US, session_document
+from tests.support.factories import T0_US, make_score, make_session
 
 SESSIONS_URL = "/api/v1/sessions/"
 STATUS_LIST = "pending, in_progress, paused, canceling, completed, failed, cancelled, timed_out"
@@ -162,6 +163,65 @@ def test_list_items_leave_out_the_investigation_and_never_load_it(api_client):
     assert session_queries, "the list should have queried the sessions table"
     assert not any('"stages"' in sql or '"session_level_interactions"' in sql for sql in session_queries)
     assert selectors.session_list().get().get_deferred_fields() == {"stages", "session_level_interactions"}
+
+
+def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
+    make_session(started_at_us=T0_US + 4, alert_data={"alert": "KubeHpaMaxedOut", "message": "At max."})
+    good = make_session(started_at_us=T0_US + 3, alert_data={"description": "Namespace stuck"})
+    make_score(good, total_score=40, scored_at_us=T0_US)
+    make_score(good, total_score=88, prompt_hash="e" * 64)
+    failed = make_session(started_at_us=T0_US + 2)
+    make_score(failed, "failed", error_message="judge LLM timed out after 3 attempts")
+    running = make_session(started_at_us=T0_US + 1)
+    make_score(running, "in_progress")
+
+    with CaptureQueriesContext(connection) as queries:
+        items = api_client.get(SESSIONS_URL).json()["results"]
+
+    # The count and the page: not a query per session.
+    assert len([query for query in queries.captured_queries if "session_scores" in query["sql"]]) == 1
+    headings = [(item["alert_title"], item["alert_summary"]) for item in items]
+    assert headings[:2] == [("KubeHpaMaxedOut", "At max."), ("kubernetes", "Namespace stuck")]
+    assert [item["latest_score"] for item in items] == [
+        None,
+        {
+            "score_id": str(good.scores.order_by("-scored_at_us").first().score_id),
+            "status": "completed",
+            "total_score": 88,
+            "band": "good",
+            "current_prompt_used": False,
+            "error_message": None,
+        },
+        {
+            "score_id": str(failed.scores.get().score_id),
+            "status": "failed",
+            "total_score": None,
+            "band": None,
+            "current_prompt_used": True,
+            "error_message": "judge LLM timed out after 3 attempts",
+        },
+        {
+            "score_id": str(running.scores.get().score_id),
+            "status": "in_progress",
+            "total_score": None,
+            "band": None,
+            "current_prompt_used": True,
+            "error_message": None,
+        },
+    ]
+
+
+def test_a_stored_session_is_answered_with_its_heading(api_client):
+    document = session_document()
+    document["alert_data"] = {"alert": "KubePodCrashLooping", "message": "payments-api restarts"}
+
+    created = api_client.post(SESSIONS_URL, document, format="json").json()
+    detail = api_client.get(detail_url(document["session_id"])).json()
+
+    for answer in (created, detail):
+        heading = (answer["alert_title"], answer["alert_summary"])
+        assert heading == ("KubePodCrashLooping", "payments-api restarts")
+    assert "latest_score" not in created
 
 
 def test_an_unknown_session_is_404(api_client):

@@ -4,11 +4,14 @@ Real daphne, a real judge worker and the fake judge LLM; the page's script
 does the POST (with the CSRF token) and reacts to the events.
 """
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
-from scoring import services
-from scoring.models import SessionScore
+from scoring import selectors, services
+from scoring.models import AlertSession, SessionScore
+from tests.support.browser import PHONE, WIDE
 from tests.support.factories import T0_US, make_session
 from tests.support.fake_llm import Reply
 from tests.support.workers import wait_for
@@ -42,6 +45,8 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
     judge_llm.push(Reply(TURN1, delay=1), Reply(TURN2, delay=1))
     session = make_session()
     page = signed_in()
+    score_requests = []
+    page.on("request", lambda request: score_requests.append(request) if request.method == "POST" else None)
     page.goto(live_site.url("/"))
     row = page.locator(f'[data-session-row="{session.session_id}"]')
     expect(row).to_contain_text("Not scored")
@@ -62,15 +67,26 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
     expect(panel).to_contain_text("pods_log - the crash output was never read.")
     assert SessionScore.objects.get(session=session).score_triggered_by == "operator"
 
+    # Re-score asks first, saying what it costs; Cancel sends nothing.
+    estimate = selectors.estimate_input_tokens(AlertSession.objects.filter(pk=session.pk))
+    panel.get_by_role("button", name="Re-score").click()
+    dialog = page.locator("dialog.confirm-scoring")
+    expect(dialog).to_contain_text(f"about {estimate:,} input tokens")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    expect(panel.get_by_role("button", name="Re-score")).to_be_enabled()
+
     # Re-score: a forced, second scoring, shown in the history.
     judge_llm.push(Reply("Better on a second look.\n\n81"), Reply(TURN2))
     panel.get_by_role("button", name="Re-score").click()
+    page.locator("dialog.confirm-scoring").get_by_role("button", name="Re-score").click()
     expect(panel.locator(".score-summary .badge")).to_have_text("81 · Good")
     expect(panel.locator("table.history tbody tr")).to_have_count(2)
     assert same_document(page)
 
     page.goto(live_site.url("/"))
     expect(row.locator(".badge")).to_have_text("81 · Good")
+    assert [request.url.endswith("/score") for request in score_requests] == [True, True]  # none cancelled
     assert page.errors == [] and page.dialogs == []
 
 
@@ -149,3 +165,47 @@ def test_a_page_opened_after_a_scoring_does_not_replay_it(live_site, signed_in, 
     assert status_log(page) == [*SCORE_EVENTS_SHOWN, "Scoring completed: 81/100."]
     assert same_document(page)
     assert page.errors == []
+
+
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["1280", "390"])
+def test_a_failed_scoring_in_the_list_says_why_and_is_retried_after_asking(
+    live_site, signed_in, judge_llm, viewport
+):
+    # The judge gives no score, even when asked to restate it: the scoring fails.
+    judge_llm.push(Reply("A critique without its number."), Reply("Still no number."))
+    session = make_session(status="failed", judge_prompt_chars=400_000)  # TARSy failed it too
+    page = signed_in(viewport)
+    page.goto(live_site.url("/"))
+    row = page.locator(f'[data-session-row="{session.session_id}"]')
+    badge = row.locator(".badge")
+    reason = row.locator("[data-score-error]")
+    row.get_by_role("button", name="Score").click()
+
+    # Live: the badge, the reason in the row and on hover, and a Retry.
+    expect(badge).to_have_text("Scoring failed")
+    expect(reason).to_contain_text("no 0-100 score on its last line")
+    expect(badge).to_have_attribute("title", re.compile(r"^Scoring failed: .*no 0-100 score"))
+    expect(row.get_by_role("button", name="Retry")).to_be_visible()
+
+    # As rendered by the server, too; the session's own failure looks unlike the scoring's.
+    page.goto(live_site.url("/"))
+    expect(reason).to_contain_text("no 0-100 score on its last line")
+    status = row.locator(".status")
+    expect(status).to_have_text("Failed")
+    assert status.evaluate("e => getComputedStyle(e).borderStyle") == "none"
+    assert badge.evaluate("e => getComputedStyle(e).borderStyle") == "dashed"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    mark_document(page)
+
+    # Retry asks first, saying what it costs, then scores again.
+    judge_llm.push(Reply("Solid on a second look.\n\n88"), Reply(TURN2))
+    row.get_by_role("button", name="Retry").click()
+    dialog = page.locator("dialog.confirm-scoring")
+    expect(dialog).to_contain_text(f"about {selectors.scoring_input_tokens(400_000):,} input tokens")
+    assert dialog.bounding_box()["width"] <= viewport["width"]
+    dialog.get_by_role("button", name="Retry").click()
+    expect(badge).to_have_text("88 · Good")
+    expect(reason).to_be_hidden()
+    expect(row.get_by_role("button", name="Retry")).to_be_hidden()
+    assert same_document(page)
+    assert page.errors == [] and page.dialogs == []

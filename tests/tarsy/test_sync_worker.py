@@ -8,9 +8,9 @@ from django.core.management import CommandError, call_command
 from scoring import services
 from scoring.models import AlertSession, SessionScore, TarsySync
 from scoring.tarsy import sync
+from tests.ops.test_metrics import scrape, value
 from tests.support.tarsy import new_session
 from tests.support.workers import wait_for
-from tests.ops.test_metrics import scrape, value
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,76 @@
+"""An alert's name and one-line summary (``scoring.tarsy.alert``), from the alert data
+as TARSy keeps it: our samples, the real tarsy-bot documents, and other shapes."""
+
+import json
+
+import pytest
+
+from scoring.tarsy.alert import SUMMARY_CHARS, AlertHeading, alert_heading
+from tests.support.servers import REPO_DIR
+from tests.support.tarsy import real_documents
+
+SAMPLES_DIR = REPO_DIR / "scoring" / "samples"
+
+
+def heading_of(document: dict) -> AlertHeading:
+    summary = document.get("final_analysis_summary")
+    return alert_heading(document["alert_type"], document["alert_data"], summary)
+
+
+def test_samples_are_named_by_their_alert_and_summed_up_by_its_message():
+    document = json.loads((SAMPLES_DIR / "05_failed_tool_recovery.json").read_text())
+    assert heading_of(document) == AlertHeading(
+        "KubeHpaMaxedOut", "HPA checkout/checkout-web has been running at max replicas (20) for 30 minutes"
+    )
+
+
+def test_every_sample_has_its_own_heading():
+    headings = [heading_of(json.loads(path.read_text())) for path in sorted(SAMPLES_DIR.glob("*.json"))]
+    assert len(set(headings)) == len(headings)
+    assert all(heading.summary for heading in headings)
+
+
+def test_real_tarsy_bot_alerts_without_a_name_keep_their_type_and_are_summed_up_by_their_description():
+    # tarsy-bot's own alerts carry a description and identifying fields, no name.
+    for document in real_documents():
+        heading = heading_of(document)
+        assert heading.title == document["alert_type"]
+        assert heading.summary == document["alert_data"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("alert_data", "final_analysis_summary", "expected"),
+    [
+        # Alertmanager: the name in labels, the text in annotations.
+        (
+            {"labels": {"alertname": "KubeJobFailed"}, "annotations": {"summary": "Job failed."}},
+            None,
+            AlertHeading("KubeJobFailed", "Job failed."),
+        ),
+        # Spellings of the same keys.
+        ({"alertName": "DiskFull", "Description": "Disk full"}, None, AlertHeading("DiskFull", "Disk full")),
+        ({"alert_name": "Full", "message": " two\n\n lines "}, None, AlertHeading("Full", "two lines")),
+        # No text of the alert's own: TARSy's summary of its analysis.
+        ({"alert": "X"}, "The disk filled up.", AlertHeading("X", "The disk filled up.")),
+        # Nothing to sum up: the alert's first identifying fields.
+        (
+            {"namespace": "production", "pod_name": "api-1", "labels": {}, "restart_count": 5, "more": "x"},
+            "",
+            AlertHeading("web", "namespace: production · pod_name: api-1 · restart_count: 5"),
+        ),
+        # A name or text that is not a string is not one; nor is alert data that is not an object.
+        ({"alert": 7, "message": ["a"], "ok": True, "labels": {"x": "y"}}, None, AlertHeading("web", "")),
+        ({"alert": "Named", "pod": "api-7f"}, None, AlertHeading("Named", "pod: api-7f")),
+        ([1, 2], None, AlertHeading("web", "")),
+    ],
+)
+def test_any_shape_of_alert_data(alert_data, final_analysis_summary, expected):
+    assert alert_heading("web", alert_data, final_analysis_summary) == expected
+
+
+def test_a_long_text_is_cut_at_a_word_on_one_line():
+    message = "Pod payments-api restarted " + "again and " * 100_000
+    summary = alert_heading("web", {"message": message}, None).summary
+    assert len(summary) <= SUMMARY_CHARS and "\n" not in summary
+    assert summary.startswith("Pod payments-api restarted again and again")
+    assert summary.endswith("again and…") or summary.endswith("again…")
