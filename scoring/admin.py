@@ -21,7 +21,13 @@ from django.utils.html import format_html, format_html_join
 from scoring import batches, selectors, services
 from scoring.judge import rendering
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
-from scoring.templatetags.scoring_ui import badge_html, is_current_criteria, us_datetime, utc_datetime
+from scoring.templatetags.scoring_ui import (
+    badge_html,
+    criteria_label,
+    is_current_criteria,
+    us_datetime,
+    utc_datetime,
+)
 from scoring.templatetags.scoring_ui import duration as duration_text
 
 REVIEW_PERMISSION = "scoring.add_scorereview"
@@ -280,8 +286,9 @@ class ScoreReviewInline(admin.TabularInline):
 
 @admin.register(SessionScore)
 class SessionScoreAdmin(admin.ModelAdmin):
+    # The badge says the status (the filter and the score page tell pending from in progress).
     list_display = [
-        "short_id", "session_link", "status", "score", "criteria", "judge_model",
+        "short_id", "session_link", "score", "list_criteria", "judge_model",
         "score_triggered_by", "scored", "reviews_summary",
     ]  # fmt: skip
     list_filter = [
@@ -333,6 +340,10 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+    def changelist_view(self, request, extra_context=None):
+        # Its eight columns and the filters need the width: Django's app sidebar is left out here.
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)
@@ -390,13 +401,16 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):
-        current = is_current_criteria(score.prompt_hash)
+        label = criteria_label(score.prompt_hash)
         return format_html(
-            '<span class="{}" title="{}">{}</span>',
-            "criteria-current" if current else "criteria-obsolete",
-            score.prompt_hash,
-            f"{'current' if current else 'obsolete'} ({score.prompt_hash[:12]})",
+            '<span class="criteria-{}" title="{}">{} ({})</span>', label, score.prompt_hash, label, score.prompt_hash[:12]
         )
+
+    @admin.display(description="Criteria", ordering="prompt_hash")
+    def list_criteria(self, score):
+        """The list's short form of ``criteria``: the prompt hash is in its tooltip."""
+        label = criteria_label(score.prompt_hash)
+        return format_html('<span class="criteria-{}" title="prompt hash {}">{}</span>', label, score.prompt_hash, label)
 
     @admin.display(description="Tokens (in / out)")
     def tokens(self, score):
