@@ -1,7 +1,7 @@
 """Admin for sessions and scores: operators request scorings, reviewers judge the judge.
 
-Sessions and scores are read-only here: sessions come from TARSy and scores
-from the judge. The session list requests scorings (through the same service
+Sessions and scores are read-only here, even for a superuser (no add, change
+or delete): sessions come from TARSy and scores from the judge. The session list requests scorings (through the same service
 as the API); the score page records human reviews (``services.record_review``).
 The session list never loads the investigation columns.
 """
@@ -21,11 +21,20 @@ from django.utils.html import format_html, format_html_join
 from scoring import batches, selectors, services
 from scoring.judge import rendering
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
-from scoring.templatetags.scoring_ui import badge_html, is_current_criteria, us_datetime
+from scoring.templatetags.scoring_ui import (
+    badge_html,
+    criteria_label,
+    is_current_criteria,
+    us_datetime,
+    utc_datetime,
+)
 from scoring.templatetags.scoring_ui import duration as duration_text
 
 REVIEW_PERMISSION = "scoring.add_scorereview"
-BADGE_MEDIA = forms.Media(css={"all": ["scoring/badges.css"]})
+ADMIN_MEDIA = forms.Media(css={"all": ["scoring/badges.css", "scoring/admin.css"]})
+# The review form sits inside the score's change form (before its Close button);
+# forms cannot nest, so its fields name their own form, which follows the change form.
+REVIEW_FORM_ID = "score-review"
 SESSION_CHANGED_TEXT = {
     True: "yes: the session was stored again with different content; this score judged the earlier version",
     False: "no: the session is as this score judged it",
@@ -139,7 +148,7 @@ class AlertSessionAdmin(admin.ModelAdmin):
 
     @property
     def media(self):
-        return super().media + BADGE_MEDIA
+        return super().media + ADMIN_MEDIA
 
     def get_queryset(self, request):
         return selectors.with_latest_error(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
@@ -151,6 +160,9 @@ class AlertSessionAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
     @admin.display(description="Session", ordering="session_id")
@@ -252,14 +264,21 @@ class AlertSessionAdmin(admin.ModelAdmin):
 
 
 class ReviewForm(forms.Form):
-    verdict = forms.ChoiceField(choices=ReviewVerdict.choices, widget=forms.RadioSelect)
-    reviewer_score = forms.IntegerField(min_value=0, max_value=100, label="Your score (0-100)")
-    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, label="Why")
+    verdict = forms.ChoiceField(
+        choices=ReviewVerdict.choices, widget=forms.RadioSelect(attrs={"form": REVIEW_FORM_ID})
+    )
+    reviewer_score = forms.IntegerField(
+        min_value=0, max_value=100, label="Your score (0-100)",
+        widget=forms.NumberInput(attrs={"form": REVIEW_FORM_ID}),
+    )  # fmt: skip
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "form": REVIEW_FORM_ID}), required=False, label="Why"
+    )
 
 
 class ScoreReviewInline(admin.TabularInline):
     model = ScoreReview
-    fields = ["created_at", "reviewer", "verdict", "reviewer_score", "note"]
+    fields = ["reviewed", "reviewer", "verdict", "reviewer_score", "note"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -271,11 +290,16 @@ class ScoreReviewInline(admin.TabularInline):
     def has_change_permission(self, request, obj=None):
         return False
 
+    @admin.display(description="Reviewed", ordering="created_at")
+    def reviewed(self, review):
+        return utc_datetime(review.created_at)
+
 
 @admin.register(SessionScore)
 class SessionScoreAdmin(admin.ModelAdmin):
+    # The badge says the status (the filter and the score page tell pending from in progress).
     list_display = [
-        "short_id", "session_link", "status", "score", "criteria", "judge_model",
+        "short_id", "session_link", "score", "list_criteria", "judge_model",
         "score_triggered_by", "scored", "reviews_summary",
     ]  # fmt: skip
     list_filter = [
@@ -300,7 +324,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     @property
     def media(self):
-        return super().media + BADGE_MEDIA
+        return super().media + ADMIN_MEDIA
 
     def get_queryset(self, request):
         # The list shows no analyses; the score page loads them when it shows them.
@@ -328,6 +352,10 @@ class SessionScoreAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def changelist_view(self, request, extra_context=None):
+        # Its eight columns and the filters need the width: Django's app sidebar is left out here.
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)
         return [
@@ -338,6 +366,7 @@ class SessionScoreAdmin(admin.ModelAdmin):
         extra_context = {
             **(extra_context or {}),
             "review_form": ReviewForm(),
+            "review_form_id": REVIEW_FORM_ID,
             "can_review": request.user.has_perm(REVIEW_PERMISSION),
         }
         return super().change_view(request, object_id, form_url, extra_context)
@@ -383,13 +412,16 @@ class SessionScoreAdmin(admin.ModelAdmin):
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):
-        current = is_current_criteria(score.prompt_hash)
+        label = criteria_label(score.prompt_hash)
         return format_html(
-            '<span class="{}" title="{}">{}</span>',
-            "criteria-current" if current else "criteria-obsolete",
-            score.prompt_hash,
-            f"{'current' if current else 'obsolete'} ({score.prompt_hash[:12]})",
+            '<span class="criteria-{}" title="{}">{} ({})</span>', label, score.prompt_hash, label, score.prompt_hash[:12]
         )
+
+    @admin.display(description="Criteria", ordering="prompt_hash")
+    def list_criteria(self, score):
+        """The list's short form of ``criteria``: the prompt hash is in its tooltip."""
+        label = criteria_label(score.prompt_hash)
+        return format_html('<span class="criteria-{}" title="prompt hash {}">{}</span>', label, score.prompt_hash, label)
 
     @admin.display(description="Tokens (in / out)")
     def tokens(self, score):

@@ -3,6 +3,7 @@ the review form (the rules of a review are in tests/test_services.py)."""
 
 import re
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -10,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scoring.models import ScoreReview, SessionScore
+from scoring.models import AlertSession, ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 
 pytestmark = pytest.mark.django_db
@@ -178,7 +179,9 @@ def test_score_list_badges_criteria_and_review_filters(admin_client, admin_user,
     assert listed(criteria="obsolete") == ids(weak)
     assert listed(status__exact="in_progress") == ids(SessionScore.objects.get(session=sessions["scoring"]))
     page = admin_client.get(SCORES_URL).content.decode()
-    assert "1 agree, 0 disagree" in page and "not reviewed" in page and "obsolete (000000000000)" in page
+    assert "1 agree, 0 disagree" in page and "not reviewed" in page
+    # The list says obsolete or current; the prompt hash is in the tooltip (the score page shows it).
+    assert f'title="prompt hash {"0" * 64}">obsolete</span>' in page
     assert 'title="Scoring failed: judge LLM timed out">Scoring failed</span>' in page
 
 
@@ -220,6 +223,17 @@ def test_scores_are_read_only_even_for_superusers(admin_client):
         == 403
     )
     assert SessionScore.objects.get(pk=score.pk).total_score == 61
+
+
+def test_sessions_cannot_be_deleted_even_by_a_superuser(admin_client):
+    session = make_session()
+    assert 'value="delete_selected"' not in admin_client.get(SESSIONS_URL).content.decode()
+    delete_url = reverse("admin:scoring_alertsession_delete", args=[session.session_id])
+    assert admin_client.get(delete_url).status_code == 403
+    assert admin_client.post(delete_url, {"post": "yes"}).status_code == 403
+    page = admin_client.get(reverse("admin:scoring_alertsession_change", args=[session.session_id]))
+    assert delete_url not in page.content.decode()
+    assert AlertSession.objects.filter(pk=session.pk).exists()
 
 
 def test_a_user_with_view_permission_can_read_scores_and_request_scoring(
@@ -273,6 +287,26 @@ def test_admin_records_a_disagreement_and_shows_it(admin_client, admin_user, sco
     assert "Your review (disagree, 35) was recorded." in text
     assert "Never read the pod logs." in text
     assert SessionScore.objects.get(pk=score.pk).total_score == 82
+
+
+def test_the_review_form_comes_before_close_and_posts_on_its_own(admin_client, score):
+    page = admin_client.get(score_page(score)).content.decode()
+    # Its fields sit in the change form, before the Close link, but belong to the review form.
+    assert page.index('value="Record review"') < page.index('class="closelink"')
+    review_form = re.search(r'<form id="score-review" method="post" action="([^"]+)">', page)
+    assert review_form and review_form.group(1) == review_url(score)
+    for name in ("verdict", "reviewer_score", "note"):
+        assert re.search(rf'name="{name}"[^>]* form="score-review"', page), name
+    assert re.search(r'value="Record review"[^>]* form="score-review"', page)
+
+
+def test_reviews_show_their_time_in_utc_as_every_other_time(admin_client, admin_user, score):
+    review = ScoreReview.objects.create(score=score, reviewer=admin_user, verdict="agree", reviewer_score=80)
+    ScoreReview.objects.filter(pk=review.pk).update(
+        created_at=datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+    )
+    page = admin_client.get(score_page(score)).content.decode()
+    assert "2026-03-04 05:06:07 UTC" in page
 
 
 def test_admin_refuses_an_invalid_review_with_the_reason(admin_client, score):

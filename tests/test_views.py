@@ -183,7 +183,7 @@ def test_list_does_not_load_the_investigation(admin_client, scored_sessions):
 
 def score_view(client, session) -> str:
     page = client.get(detail_url(session)).content.decode()
-    return page[page.index('<aside id="score"') :]
+    return page[page.index('<aside id="score"') : page.index("</aside>")]
 
 
 def investigation_queries(client, url) -> tuple[str, list[str]]:
@@ -250,14 +250,31 @@ def test_running_session_cannot_be_scored_yet(admin_client):
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("status", "text"),
-    [("pending", "Queued: waiting for a judge worker."), ("in_progress", "The judge is scoring")],
+    [("pending", "Queued: waiting for a judge worker."), ("in_progress", "The judge is scoring this session.")],
 )
-def test_active_scoring_shows_progress_and_blocks_rescoring(admin_client, status, text):
+def test_active_scoring_says_its_state_once_and_blocks_rescoring(admin_client, status, text):
     session = make_session()
     make_score(session, status=status)
     view = score_view(admin_client, session)
     assert "Scoring…" in view and text in view
     assert '<button type="button" disabled>Re-score</button>' in view
+    # Said once, in the live status line (where the live steps follow).
+    page = admin_client.get(detail_url(session)).content.decode()
+    assert page.count(text) == 1
+    assert re.search(r"<p [^>]*data-live-status>([^<]*)</p>", page).group(1) == text
+
+
+@pytest.mark.django_db
+def test_the_score_comes_first_with_its_action_and_links_before_the_analysis(admin_client):
+    session = make_session()
+    make_score(session, total_score=40, scored_at_us=T0_US)
+    make_score(session, total_score=77, scored_at_us=T0_US + 1, score_analysis="Long analysis.")
+    page = admin_client.get(detail_url(session)).content.decode()
+    assert page.index('<aside id="score"') < page.index('<section class="investigation"')
+    view = score_view(admin_client, session)
+    assert view.index("Re-score</button>") < view.index('id="score-analysis"') < view.index('id="scoring-history"')
+    for link in ('href="#score-analysis"', 'href="#missing-tools"', 'href="#scoring-history">History (2)'):
+        assert link in view[: view.index('id="score-analysis"')], link
 
 
 @pytest.mark.django_db

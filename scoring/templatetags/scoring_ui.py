@@ -99,11 +99,19 @@ def markdown(text) -> SafeString:
 
 
 @register.filter
+def utc_datetime(moment: datetime | None) -> str:
+    """An aware datetime as 'YYYY-MM-DD HH:MM:SS UTC' ('' for None): every time shown has this form."""
+    if moment is None:
+        return ""
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
 def us_datetime(timestamp_us) -> str:
     """Microseconds since the epoch as 'YYYY-MM-DD HH:MM:SS UTC' ('' for None)."""
     if timestamp_us is None:
         return ""
-    return datetime.fromtimestamp(timestamp_us / 1_000_000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return utc_datetime(datetime.fromtimestamp(timestamp_us / 1_000_000, tz=UTC))
 
 
 @register.simple_tag

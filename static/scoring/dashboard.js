@@ -7,7 +7,8 @@
 // and catches up from the last event it handled, so nothing between the page
 // render and the socket, or during a disconnect, is missed. A subscribe also
 // replays the channel's newest events: those up to the rendered id are already
-// on the page and are skipped.
+// on the page and are skipped. While the socket is down a banner says so; after
+// the reconnect and its catchup it says the page has caught up.
 "use strict";
 
 (function () {
@@ -18,6 +19,7 @@
     identifying_missing_tools: "Step 2 of 2: the judge is identifying missing tools…",
   };
   const RECONNECT_MAX_MS = 15000;
+  const CAUGHT_UP_SHOWN_MS = 8000;
 
   // --- Badges (same catalogue as the server's, see scoring_ui.badge_catalog) ---
 
@@ -184,17 +186,16 @@
 
   async function refreshPanel() {
     const request = ++panelRequests;
-    const response = await fetch(body.dataset.scorePanelUrl, { credentials: "same-origin" });
-    const html = response.ok ? await response.text() : null;
+    let html = null;
+    try {
+      const response = await fetch(body.dataset.scorePanelUrl, { credentials: "same-origin" });
+      if (response.ok) html = await response.text();
+    } catch {
+      return; // the server is out of reach: the reconnect refreshes the panel once caught up
+    }
     if (html !== null && request === panelRequests) {
       document.querySelector("[data-score-panel]").innerHTML = html;
     }
-  }
-
-  function showProgress(message) {
-    const progress = document.querySelector("[data-score-progress]");
-    if (progress) progress.textContent = message;
-    say(message);
   }
 
   // --- Events ---
@@ -208,9 +209,12 @@
     if (finished) finishedScores.add(event.score_id);
     if (event.type === "scoring.started") {
       showBadge(event.session_id, "in_progress", null);
-      if (onSessionPage()) showProgress("The judge has started scoring this session…");
+      if (onSessionPage()) {
+        say("The judge has started scoring this session…");
+        refreshPanel();
+      }
     } else if (event.type === "scoring.progress") {
-      showProgress(PHASES[event.phase] || "The judge is working (" + event.phase + ")…");
+      say(PHASES[event.phase] || "The judge is working (" + event.phase + ")…");
     } else if (event.type === "scoring.completed") {
       showBadge(event.session_id, "completed", event.total_score);
       if (onSessionPage()) {
@@ -230,11 +234,27 @@
     }
   }
 
+  // --- Connection state ---
+
+  let bannerTimer = null;
+
+  function showConnection(message, lost) {
+    const banner = document.querySelector("[data-connection]");
+    clearTimeout(bannerTimer);
+    banner.className = "connection " + (lost ? "connection-lost" : "connection-restored");
+    banner.textContent = message;
+    banner.hidden = false;
+    if (!lost) bannerTimer = setTimeout(() => { banner.hidden = true; }, CAUGHT_UP_SHOWN_MS);
+  }
+
   function follow(channel) {
     const renderedUpTo = Number(body.dataset.lastEventId || 0);
     let lastEventId = renderedUpTo;
     let retryMs = 500;
     const seen = new Set();
+    // After a lost connection: the events the catchup (and the replay) brought.
+    let dropped = false;
+    let missed = 0;
 
     function connect() {
       const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -246,11 +266,21 @@
           body.dataset.live = "connected";
           socket.send(JSON.stringify({ action: "subscribe", channel }));
           socket.send(JSON.stringify({ action: "catchup", channel, last_event_id: lastEventId }));
+          if (dropped) showConnection("Reconnected: catching up…", true);
         } else if (data.type === "catchup.complete" && data.has_more) {
           socket.send(JSON.stringify({ action: "catchup", channel, last_event_id: data.last_event_id }));
+        } else if (data.type === "catchup.complete" && dropped) {
+          dropped = false;
+          if (onSessionPage()) refreshPanel();
+          showConnection(
+            "Reconnected and caught up: " +
+              (missed ? missed + " missed update" + (missed === 1 ? "" : "s") + " applied." : "nothing was missed."),
+            false,
+          );
         } else if (data.type && data.type.startsWith("scoring.") && data.id > renderedUpTo && !seen.has(data.id)) {
           seen.add(data.id);
           lastEventId = Math.max(lastEventId, data.id);
+          if (dropped) missed += 1;
           handle(data);
         }
       });
@@ -258,6 +288,13 @@
       // grows until a connection is established.
       socket.addEventListener("close", () => {
         body.dataset.live = "reconnecting";
+        if (!dropped) missed = 0;
+        dropped = true;
+        showConnection(
+          "Live updates lost: reconnecting (next try in " + Math.ceil(retryMs / 1000) + " s)… " +
+            "This page may be out of date until then.",
+          true,
+        );
         setTimeout(connect, retryMs);
         retryMs = Math.min(retryMs * 2, RECONNECT_MAX_MS);
       });

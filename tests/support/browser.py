@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
-from tests.support.servers import REPO_DIR, child_env
+from tests.support.servers import REPO_DIR, DaphneServer, child_env
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -74,17 +75,30 @@ def collected_static():
 
 @dataclass
 class LiveSite:
-    http_url: str
+    server: DaphneServer
+    start_daphne: Callable[..., DaphneServer]
+
+    @property
+    def http_url(self) -> str:
+        return self.server.http_url
 
     def url(self, path: str) -> str:
         return self.http_url + path
+
+    def stop_server(self) -> None:
+        """Stop daphne: open pages lose their WebSocket and cannot reconnect (the worker runs on)."""
+        self.server.stop()
+
+    def restart_server(self) -> None:
+        """Start daphne again on the same port, where the open pages reconnect."""
+        self.server = self.start_daphne(port=self.server.port)
 
 
 @pytest.fixture
 def live_site(collected_static, start_daphne, start_worker, judge_llm) -> LiveSite:
     """daphne + a judge worker using the fake judge; the pages are served by daphne."""
     start_worker(**judge_llm.env())
-    return LiveSite(start_daphne().http_url)
+    return LiveSite(start_daphne(), start_daphne)
 
 
 @pytest.fixture

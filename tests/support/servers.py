@@ -106,9 +106,10 @@ def wait_for_log(
 
 
 class DaphneServer:
-    """A daphne process serving ``tarsy_scoring.asgi:application`` on loopback."""
+    """A daphne process serving ``tarsy_scoring.asgi:application`` on loopback
+    (on ``port``; 0: a free one)."""
 
-    def __init__(self, env: dict[str, str], log: Path):
+    def __init__(self, env: dict[str, str], log: Path, port: int = 0):
         self.env = env
         self.log = log
         with log.open("wb") as out:
@@ -120,7 +121,7 @@ class DaphneServer:
                     "-b",
                     "127.0.0.1",
                     "-p",
-                    "0",
+                    str(port),
                     "tarsy_scoring.asgi:application",
                 ],
                 cwd=REPO_DIR,
@@ -140,16 +141,16 @@ class DaphneServer:
 
 @pytest.fixture
 def start_daphne(transactional_db, tmp_path):
-    """Factory: ``start_daphne(redis_url=None, **env)`` starts a daphne process.
+    """Factory: ``start_daphne(redis_url=None, port=0, **env)`` starts a daphne process.
 
     Every process started is stopped at the end of the test (before the
     database is flushed).
     """
     servers: list[DaphneServer] = []
 
-    def start(redis_url: str | None = None, **env: str) -> DaphneServer:
+    def start(redis_url: str | None = None, port: int = 0, **env: str) -> DaphneServer:
         log = tmp_path / f"daphne-{len(servers)}.log"
-        server = DaphneServer(child_env(redis_url, **env), log)
+        server = DaphneServer(child_env(redis_url, **env), log, port)
         servers.append(server)
         return server
 
