@@ -128,8 +128,16 @@ def score_admin_url(score_id) -> str:
     return reverse("admin:scoring_sessionscore_change", args=[score_id])
 
 
+class WideChangelist:
+    """A list whose columns and filters need the page's width at 1280 px: Django's app
+    sidebar is left out of it (the breadcrumbs and the index still lead everywhere)."""
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
+
+
 @admin.register(AlertSession)
-class AlertSessionAdmin(admin.ModelAdmin):
+class AlertSessionAdmin(WideChangelist, admin.ModelAdmin):
     list_display = ["short_id", "alert", "alert_type", "status", "started", "score"]
     list_filter = [SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "alert_type", "status"]
     # get_search_results does the searching; a non-empty list shows the box.
@@ -296,7 +304,7 @@ class ScoreReviewInline(admin.TabularInline):
 
 
 @admin.register(SessionScore)
-class SessionScoreAdmin(admin.ModelAdmin):
+class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     # The badge says the status (the filter and the score page tell pending from in progress).
     list_display = [
         "short_id", "session_link", "score", "list_criteria", "judge_model",
@@ -352,9 +360,6 @@ class SessionScoreAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    def changelist_view(self, request, extra_context=None):
-        # Its eight columns and the filters need the width: Django's app sidebar is left out here.
-        return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)

@@ -1,4 +1,4 @@
-"""The admin's score list and score page in a real browser at 1280 px: the list fits, the
+"""The admin's score and session lists and score page in a real browser at 1280 px: the lists fit, the
 judge's Markdown looks like text (not like the admin's own sections), the review form comes
 before Close, and sessions offer no Delete."""
 
@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
 from scoring.models import ScoreReview
+from tests.browser.test_layout import imported_samples
 from tests.support.browser import WIDE
 from tests.support.factories import T0_US, make_score, make_session
 
@@ -43,8 +44,20 @@ def test_the_score_list_fits_1280_px(live_site, signed_in):
             ScoreReview.objects.create(score=score, reviewer=operator, verdict="agree", reviewer_score=80)
     page.goto(live_site.url("/admin/scoring/sessionscore/"))
     expect(page.locator("#result_list tbody tr")).to_have_count(5)
+    assert_fits(page, "the score list")
+
+
+def test_the_session_list_fits_1280_px_with_the_samples(live_site, signed_in):
+    sessions = imported_samples()
+    page = signed_in(WIDE)
+    page.goto(live_site.url("/admin/scoring/alertsession/"))
+    expect(page.locator("#result_list tbody tr")).to_have_count(len(sessions))
+    assert_fits(page, "the session list")
+
+
+def assert_fits(page, what: str) -> None:
     results = page.locator("#changelist .results")
-    assert results.evaluate("el => el.scrollWidth <= el.clientWidth"), "the score list scrolls sideways"
+    assert results.evaluate("el => el.scrollWidth <= el.clientWidth"), f"{what} scrolls sideways"
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert page.errors == []
 
