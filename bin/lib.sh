@@ -3,7 +3,8 @@
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$REPO_ROOT/.venv"
-VAR_DIR="$REPO_ROOT/var"
+# The folder the settings keep the secret key in (TARSY_SCORING_VAR_DIR, default var/).
+VAR_DIR="${TARSY_SCORING_VAR_DIR:-$REPO_ROOT/var}"
 
 say() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }

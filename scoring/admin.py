@@ -360,7 +360,6 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)
         return [

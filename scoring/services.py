@@ -99,11 +99,6 @@ class IngestOutcome(enum.Enum):
     UNCHANGED = "unchanged"  # it was stored before with this content: left as it was
 
 
-# A stored session has a document's content when these agree: the digest covers every
-# document field but author; the rest are derived from the document (and this renderer).
-SAME_CONTENT_FIELDS = ("investigation_digest", "author", "ingest_notes", "judge_prompt_chars")
-
-
 def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, IngestOutcome]:
     """Store one TARSy session document; return it and what storing it did.
 
@@ -126,7 +121,10 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
             .filter(session_id=session_id)
             .first()
         )
-        if stored is not None and all(getattr(stored, name) == fields[name] for name in SAME_CONTENT_FIELDS):
+        # The digest stands for the rendered fields; every other field is compared itself.
+        if stored is not None and all(
+            getattr(stored, name) == value for name, value in fields.items() if name not in rendering.RENDERED_FIELDS
+        ):
             return stored, IngestOutcome.UNCHANGED
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
         SessionWrite.objects.create(

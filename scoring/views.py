@@ -15,6 +15,7 @@ from django.templatetags.static import static
 from django.views import defaults
 
 from scoring import selectors
+from scoring.api.errors import INTERNAL_ERROR_DETAIL
 from scoring.judge import rendering
 from scoring.models import AlertSession
 from scoring.templatetags.scoring_ui import badge_catalog
@@ -143,7 +144,7 @@ API_PREFIX = "/api/"
 
 def page_not_found(request, exception):
     """The site's 404 page, saying what is missing; under /api/, the API's JSON error."""
-    if request.path.startswith(API_PREFIX):
+    if request.path_info.startswith(API_PREFIX):
         return JsonResponse({"detail": f"No API endpoint at {request.path} (see /api/docs/)."}, status=404)
     message = exception.args[0] if exception.args and isinstance(exception.args[0], str) else ""
     return render(request, "404.html", {"message": message}, status=404)
@@ -152,6 +153,6 @@ def page_not_found(request, exception):
 def server_error(request):
     """The site's 500 page (rendered without the request: it may be what failed);
     under /api/, the API's JSON error."""
-    if request.path.startswith(API_PREFIX):
-        return JsonResponse({"detail": "internal server error"}, status=500)
+    if request.path_info.startswith(API_PREFIX):
+        return JsonResponse({"detail": INTERNAL_ERROR_DETAIL}, status=500)
     return defaults.server_error(request)

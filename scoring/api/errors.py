@@ -17,6 +17,8 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from scoring.tarsy.ingest import DOCUMENT_ERRORS_KEY, format_errors
 
 logger = logging.getLogger(__name__)
+# What a caller is told of an error of ours (the log has the rest).
+INTERNAL_ERROR_DETAIL = "internal server error"
 
 
 class DetailErrorSerializer(serializers.Serializer):
@@ -68,5 +70,5 @@ def exception_handler(exc, context):
     if isinstance(exc, DatabaseError):
         detail = "database error; the request was not completed, try again"
     else:
-        detail = "internal server error"
+        detail = INTERNAL_ERROR_DETAIL
     return Response({"detail": detail}, status=status.HTTP_500_INTERNAL_SERVER_ERROR)

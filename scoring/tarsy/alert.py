@@ -8,6 +8,7 @@ The real documents carry, for example, ``alert`` + ``message`` (our samples),
 ``labels.alertname`` and the text in ``annotations.summary`` / ``description``.
 """
 
+import itertools
 from dataclasses import dataclass
 
 # Keys compared lower-case, without "_" and "-": "alertname", "alert_name", "alertName"...
@@ -68,15 +69,16 @@ def _first_text(objects: list[dict], keys: tuple[str, ...]) -> str | None:
 
 
 def _listed_fields(data: dict) -> str:
-    shown = [
+    shown = (
         f"{name}: {_one_line(str(value), LISTED_VALUE_CHARS)}"
         for name, value in data.items()
         if _key(name) not in NAME_KEYS
         and isinstance(value, str | int | float)
         and not isinstance(value, bool)
         and str(value).strip()
-    ]
-    return " · ".join(shown[:LISTED_FIELDS])
+    )
+    # Lists call this for every row: stop at the fields shown.
+    return " · ".join(itertools.islice(shown, LISTED_FIELDS))
 
 
 def _one_line(text: str | None, limit: int) -> str:
