@@ -35,6 +35,13 @@ FAILED = Badge("badge-failed", "Scoring failed", "The last scoring failed")
 # A failed badge's hover text with the reason, of which it shows up to REASON_CHARS characters.
 FAILED_WITH_REASON = "Scoring failed: {reason}"
 REASON_CHARS = 300
+NO_REASON = "no reason was recorded"
+
+
+@register.filter
+def failure_reason(error_message: str | None) -> str:
+    """A failed score's reason as the pages show it (the page script: ``reasonShown``)."""
+    return Truncator(error_message).chars(REASON_CHARS) if error_message else NO_REASON
 
 
 def badge(status: str | None, total_score: int | None, error_message: str | None = None) -> Badge:
@@ -50,8 +57,7 @@ def badge(status: str | None, total_score: int | None, error_message: str | None
     if status == ScoringStatus.FAILED:
         if not error_message:
             return FAILED
-        reason = Truncator(error_message).chars(REASON_CHARS)
-        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=reason))
+        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=failure_reason(error_message)))
     band = band_of(total_score)
     return Badge(
         f"badge-{band.key}",
@@ -73,6 +79,7 @@ def badge_catalog() -> dict:
         "failed": asdict(FAILED),
         "failed_with_reason": FAILED_WITH_REASON,
         "reason_chars": REASON_CHARS,
+        "no_reason": NO_REASON,
         "bands": [asdict(band) for band in SCORE_BANDS],
     }
 

@@ -23,14 +23,19 @@
 
   // --- Badges (same catalogue as the server's, see scoring_ui.badge_catalog) ---
 
+  // A failed score's reason as the pages show it (the server: scoring_ui.failure_reason).
+  function reasonShown(reason) {
+    if (!reason) return catalog.no_reason;
+    const limit = catalog.reason_chars;
+    return reason.length > limit ? reason.slice(0, limit - 1) + "…" : reason;
+  }
+
   function badgeFor(status, totalScore, reason) {
     if (status === null) return catalog.not_scored;
     if (status === "pending" || status === "in_progress") return catalog.scoring;
     if (status === "failed") {
       if (!reason) return catalog.failed;
-      const limit = catalog.reason_chars;
-      const shown = reason.length > limit ? reason.slice(0, limit - 1) + "…" : reason;
-      const title = catalog.failed_with_reason.replace("{reason}", shown);
+      const title = catalog.failed_with_reason.replace("{reason}", reasonShown(reason));
       return { css: catalog.failed.css, text: catalog.failed.text, title };
     }
     const band = catalog.bands.find((b) => b.low <= totalScore && totalScore <= b.high);
@@ -70,7 +75,7 @@
       shown.dataset.scoreError = sessionId;
       row.querySelector(".score-line").after(shown);
     }
-    shown.textContent = reason;
+    shown.textContent = reasonShown(reason);
     shown.hidden = false;
     let retry = row.querySelector("[data-score-button][data-force]");
     if (!retry) {

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from scoring import selectors, services
 from scoring.models import AlertSession, SessionScore
+from scoring.templatetags.scoring_ui import failure_reason
 from tests.support.browser import PHONE, WIDE
 from tests.support.factories import T0_US, make_session
 from tests.support.fake_llm import Reply
@@ -171,8 +172,9 @@ def test_a_page_opened_after_a_scoring_does_not_replay_it(live_site, signed_in, 
 def test_a_failed_scoring_in_the_list_says_why_and_is_retried_after_asking(
     live_site, signed_in, judge_llm, viewport
 ):
-    # The judge gives no score, even when asked to restate it: the scoring fails.
-    judge_llm.push(Reply("A critique without its number."), Reply("Still no number."))
+    # The judge gives no score, even when asked to restate it: the scoring fails, with a
+    # reason longer than the pages show (it quotes the reply's end).
+    judge_llm.push(Reply("A critique without its number. " * 20), Reply("Still no number."))
     session = make_session(status="failed", judge_prompt_chars=400_000)  # TARSy failed it too
     page = signed_in(viewport)
     page.goto(live_site.url("/"))
@@ -186,10 +188,13 @@ def test_a_failed_scoring_in_the_list_says_why_and_is_retried_after_asking(
     expect(reason).to_contain_text("no 0-100 score on its last line")
     expect(badge).to_have_attribute("title", re.compile(r"^Scoring failed: .*no 0-100 score"))
     expect(row.get_by_role("button", name="Retry")).to_be_visible()
+    live_reason, live_title = reason.text_content(), badge.get_attribute("title")
+    assert live_reason == failure_reason(SessionScore.objects.get(session=session).error_message)
 
-    # As rendered by the server, too; the session's own failure looks unlike the scoring's.
+    # As rendered by the server, too, shown the same; the session's own failure looks unlike the scoring's.
     page.goto(live_site.url("/"))
-    expect(reason).to_contain_text("no 0-100 score on its last line")
+    expect(reason).to_have_text(live_reason)
+    expect(badge).to_have_attribute("title", live_title)
     status = row.locator(".status")
     expect(status).to_have_text("Failed")
     assert status.evaluate("e => getComputedStyle(e).borderStyle") == "none"
