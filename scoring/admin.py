@@ -24,7 +24,6 @@ from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScor
 from scoring.templatetags.scoring_ui import (
     badge_html,
     criteria_label,
-    is_current_criteria,
     us_datetime,
     utc_datetime,
 )
@@ -199,7 +198,7 @@ class AlertSessionAdmin(WideChangelist, admin.ModelAdmin):
         shown = badge_html(session.latest_status, session.latest_total_score, session.latest_error_message)
         if session.latest_score_id is None:
             return shown
-        if session.latest_prompt_hash is not None and not is_current_criteria(session.latest_prompt_hash):
+        if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
 

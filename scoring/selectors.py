@@ -271,6 +271,11 @@ SCORE_BANDS = (
 _BANDS_BY_KEY = {band.key: band for band in SCORE_BANDS}
 
 
+def is_current_criteria(prompt_hash: str | None) -> bool:
+    """Whether a score was made under today's judge prompts (else it is obsolete)."""
+    return prompt_hash == PROMPT_HASH
+
+
 def band_of(total_score: int | None) -> ScoreBand | None:
     if total_score is None:
         return None

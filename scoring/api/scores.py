@@ -13,7 +13,6 @@ from rest_framework.response import Response
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.throttles import ScoreRequestThrottle
-from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 
@@ -88,7 +87,7 @@ class ScoreSerializer(serializers.ModelSerializer):
         }
 
     def get_current_prompt_used(self, score: SessionScore) -> bool:
-        return score.prompt_hash == PROMPT_HASH
+        return selectors.is_current_criteria(score.prompt_hash)
 
 
 class ScoreAcceptedSerializer(serializers.ModelSerializer):

@@ -16,7 +16,6 @@ from rest_framework.response import Response
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
-from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import AlertSession, ScoringStatus, SessionStatus
 from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
 
@@ -103,7 +102,7 @@ class LatestScoreSerializer(serializers.Serializer):
         return band.key if band else None
 
     def get_current_prompt_used(self, session: AlertSession) -> bool:
-        return session.latest_prompt_hash == PROMPT_HASH
+        return selectors.is_current_criteria(session.latest_prompt_hash)
 
 
 class SessionListItemSerializer(SessionSummarySerializer):

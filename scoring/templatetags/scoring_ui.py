@@ -13,10 +13,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from scoring.judge.prompts import PROMPT_HASH
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.selectors import SCORE_BANDS, band_of, scoring_input_tokens
+from scoring.selectors import SCORE_BANDS, band_of, is_current_criteria, scoring_input_tokens
 
 register = template.Library()
 
@@ -82,10 +81,6 @@ def badge_catalog() -> dict:
         "no_reason": NO_REASON,
         "bands": [asdict(band) for band in SCORE_BANDS],
     }
-
-
-def is_current_criteria(prompt_hash: str | None) -> bool:
-    return prompt_hash == PROMPT_HASH
 
 
 @register.simple_tag
