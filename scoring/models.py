@@ -73,6 +73,10 @@ class AlertSession(models.Model):
     latest_status = models.CharField(max_length=50, null=True, blank=True, editable=False)
     latest_total_score = models.IntegerField(null=True, blank=True, editable=False)
     latest_prompt_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # The newest *completed* score's id (null: none completed), copied the same way: a
+    # session's standing in the fleet statistics (scoring.insights) is its newest
+    # completed score, whatever scoring came after it.
+    latest_completed_score_id = models.UUIDField(null=True, blank=True, editable=False, db_index=True)
 
     HEAVY_FIELDS = ("stages", "session_level_interactions")
 
@@ -145,6 +149,16 @@ class SessionScore(models.Model):
     # rendering.investigation_digest of the session as the judge read it; null for
     # scores made before digests existed (whether the session changed is unknown).
     investigation_digest = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # Read from the judge's text (scoring.judge.replies), never asked of it: the four
+    # criteria's points ({"logical_flow": 15, "consistency": 18, "tool_relevance": 14,
+    # "synthesis_quality": 13}); null when the analysis has no such breakdown.
+    dimensions = models.JSONField(null=True, blank=True)
+    # SCORING_JUDGE_SAMPLES: every turn-1 score when the judge was asked k times (the
+    # total is their median), and max - min of them; null for a single sample.
+    score_samples = models.JSONField(null=True, blank=True)
+    score_spread = models.IntegerField(null=True, blank=True)
+    # score_spread was over SCORING_UNSTABLE_SPREAD when the score was made.
+    unstable = models.BooleanField(default=False)
 
     class Meta:
         db_table = "session_scores"
@@ -185,6 +199,30 @@ class SessionScore(models.Model):
         if self.investigation_digest is None or current is None:
             return None
         return self.investigation_digest != current
+
+
+class MissingTool(models.Model):
+    """One tool the judge's turn 2 says the investigation lacked (scoring.judge.replies),
+    so that the fleet's missing tools can be counted (scoring.insights)."""
+
+    score = models.ForeignKey(SessionScore, on_delete=models.CASCADE, related_name="missing_tools")
+    # As the judge wrote it, for display.
+    name = models.CharField(max_length=255)
+    # The name normalised for counting: the same tool written differently is one key.
+    key = models.CharField(max_length=255)
+    # Its place in the judge's list, from 0.
+    position = models.IntegerField()
+
+    class Meta:
+        db_table = "score_missing_tools"
+        ordering = ["score", "position"]
+        indexes = [models.Index(fields=["key"], name="ix_score_missing_tools_key")]
+        constraints = [
+            models.UniqueConstraint(fields=["score", "position"], name="uq_score_missing_tools_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (score {self.score_id})"
 
 
 class SessionWrite(models.Model):

@@ -91,6 +91,9 @@ def latest_score_columns() -> dict:
         "latest_status": Subquery(newest.values("status")[:1]),
         "latest_total_score": Subquery(newest.values("total_score")[:1]),
         "latest_prompt_hash": Subquery(newest.values("prompt_hash")[:1]),
+        "latest_completed_score_id": Subquery(
+            newest.filter(status=ScoringStatus.COMPLETED).values("score_id")[:1]
+        ),
     }
 
 

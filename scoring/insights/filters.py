@@ -1,0 +1,97 @@
+"""The filters every insight shares (statistics, missing tools, reports, agreement, the
+insights page), and the scores they select."""
+
+import datetime as dt
+from dataclasses import asdict, dataclass
+
+from django.db.models import F, QuerySet
+
+from scoring.models import SessionScore
+
+FILTER_PARAMS = ("since", "until", "alert_type", "chain_id", "prompt_hash")
+
+
+class InvalidFilter(ValueError):
+    """A filter value that cannot be read; the message names the parameter."""
+
+
+@dataclass(frozen=True)
+class InsightFilters:
+    """Which sessions an insight covers: those started in [since, until) (microseconds
+    since the epoch, as TARSy stores times), of one alert type or chain, scored under
+    one criteria hash. None: no restriction."""
+
+    since_us: int | None = None
+    until_us: int | None = None
+    alert_type: str | None = None
+    chain_id: str | None = None
+    prompt_hash: str | None = None
+
+    def as_params(self) -> dict:
+        """The filters as query parameters (ISO 8601 times, UTC), without the unset ones:
+        what a report stores of its inputs and what links carry."""
+        params = {}
+        for name, value in asdict(self).items():
+            if value is None:
+                continue
+            if name.endswith("_us"):
+                name, value = name.removesuffix("_us"), _iso(value)
+            params[name] = value
+        return params
+
+
+def parse_filters(params) -> InsightFilters:
+    """Filters from query parameters (a QueryDict or a dict). ``since`` and ``until`` are
+    ISO 8601 dates or date-times (UTC when no offset is given); an empty value is no filter."""
+    values = {name: (params.get(name) or "").strip() or None for name in FILTER_PARAMS}
+    since_us = _parse_time("since", values["since"])
+    until_us = _parse_time("until", values["until"])
+    if since_us is not None and until_us is not None and until_us <= since_us:
+        raise InvalidFilter("until: must be later than since")
+    return InsightFilters(
+        since_us=since_us,
+        until_us=until_us,
+        alert_type=values["alert_type"],
+        chain_id=values["chain_id"],
+        prompt_hash=values["prompt_hash"],
+    )
+
+
+def latest_completed_scores(filters: InsightFilters) -> QuerySet[SessionScore]:
+    """Each selected session's newest completed score: a session counts once, by the
+    score that replaced its earlier ones (``AlertSession.latest_completed_score_id``)."""
+    scores = SessionScore.objects.filter(session__latest_completed_score_id=F("score_id"))
+    return scores.filter(**_session_lookups(filters))
+
+
+def scorings(filters: InsightFilters) -> QuerySet[SessionScore]:
+    """Every scoring of the selected sessions, whatever its status: for counts of
+    failed scorings and of cost, where each attempt counts."""
+    return SessionScore.objects.filter(**_session_lookups(filters))
+
+
+def _session_lookups(filters: InsightFilters) -> dict:
+    lookups = {
+        "session__started_at_us__gte": filters.since_us,
+        "session__started_at_us__lt": filters.until_us,
+        "session__alert_type": filters.alert_type,
+        "session__chain_id": filters.chain_id,
+        "prompt_hash": filters.prompt_hash,
+    }
+    return {lookup: value for lookup, value in lookups.items() if value is not None}
+
+
+def _parse_time(name: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        moment = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidFilter(f"{name}: not an ISO 8601 date or date-time: {value!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return int(moment.timestamp() * 1_000_000)
+
+
+def _iso(time_us: int) -> str:
+    return dt.datetime.fromtimestamp(time_us / 1_000_000, tz=dt.UTC).isoformat().replace("+00:00", "Z")
