@@ -140,6 +140,10 @@ def parse_dimensions(analysis: str | None) -> dict[str, int | None] | None:
     return {dimension: found.get(dimension) for dimension in DIMENSIONS}
 
 
+def is_breakdown_warning(warning: str) -> bool:
+    return warning.startswith(BREAKDOWN_WARNING_PREFIX)
+
+
 def breakdown_warning(dimensions: dict | None, total_score: int | None) -> str | None:
     """Why the breakdown does not back the total, or None: some criteria have no points,
     or the four do not add up to the total. No breakdown at all is no warning."""
