@@ -74,6 +74,7 @@ def test_the_missing_tools_of_each_style_are_read(name):
         ("**`read file`**", "read-file"),
         ("`kubectl-logs`:", "kubectl-logs"),
         ("read_file()", "read-file"),
+        ("**read_file()**", "read-file"),
         ("pods_log(namespace, name)", "pods-log"),
         ('"list-processes".', "list-processes"),
         ("kubernetes-server.pods_log", "kubernetes-server.pods-log"),
@@ -97,6 +98,19 @@ def test_the_same_tool_written_twice_is_listed_once_as_first_written():
 def test_an_empty_reply_names_no_tool_and_has_no_breakdown(reply):
     assert parse_missing_tools(reply) == []
     assert parse_dimensions(reply) is None
+
+
+@pytest.mark.parametrize(
+    "reply, names",
+    [
+        ("## Tool 3 - kubectl-top\nWhy: the node's usage", ["kubectl-top"]),
+        ("**Tool name:** `pods_log`\n**Rationale:** the output", ["pods_log"]),
+        ("No critical missing tools were identified.", []),
+        ("After review, no missing tools found.\n\n- `pods_top` - nice to have", []),
+    ],
+)
+def test_short_replies_in_other_styles(reply, names):
+    assert [tool.name for tool in parse_missing_tools(reply)] == names
 
 
 def test_the_no_tools_sentence_after_a_list_does_not_cancel_it():
