@@ -182,11 +182,11 @@ _NO_TOOLS = re.compile(
     re.I,
 )
 _LIST_ITEM = re.compile(r"^(?P<indent>[ \t]*)(?P<mark>\d{1,3}[.)]|\(\d{1,3}\)|[-*+•])[ \t]+(?P<text>\S.*)$")
-_MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>.+?)\s*#*\s*$")
+_MARKDOWN_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<text>\S.*)$")
 _BOLD_LINE = re.compile(r"^\s*\*\*(?P<text>[^*\n]+?)\*\*\s*:?\s*$")
 # "Tool name: X", "**Tool Name:** `X`", "Tool: X", "Missing tool 2: X", "Tool #1 - X".
 _TOOL_FIELD = re.compile(
-    r"^(?:missing\s+)?(?:mcp\s+)?tool(?:[\s_-]*name)?(?:\s*#?\s*\d{1,3})?\s*(?::|[-–—]\s)\s*(?P<name>\S.*)$", re.I
+    r"^(?:missing\s+)?(?:mcp\s+)?tool(?:[\s_-]*name)?(?:\s*#?\s*\d{1,3})?\s*(?::|[-–—]\s)\s*\S", re.I
 )
 # Labels of the lines describing a tool (not naming one): "**Rationale:**", "Why:".
 _FIELD_LABELS = re.compile(
@@ -291,7 +291,7 @@ def _heading_names(lines: list[str]) -> list[tuple[int, str]]:
         heading = _MARKDOWN_HEADING.match(line) or _BOLD_LINE.match(line)
         if heading is None:
             continue
-        text = heading.group("text")
+        text = heading.group("text").rstrip("# \t")  # "## read-file ##"
         if _CODE.search(text) is None and _GENERIC_HEADING.search(text):
             continue
         name = _name_in(text)
