@@ -184,10 +184,10 @@ def _median_sample(prompt: str, k: int, usage: _Usage, deadline: float | None) -
 
     outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
     for position, outcome in enumerate(outcomes, start=1):
-        if isinstance(outcome, Exception) and not isinstance(outcome, errors.JudgeLLMError):
-            raise outcome  # a bug, not the judge: failed as an unexpected error
         if isinstance(outcome, errors.JudgeLLMError):
             logger.warning("judge sample %d of %d failed: %s", position, k, outcome)
+        elif not isinstance(outcome, _Sample):
+            raise outcome  # a bug, not the judge: the scoring fails as an unexpected error
     samples = [outcome for outcome in outcomes if isinstance(outcome, _Sample)]
     if not samples:
         reasons = list(dict.fromkeys(str(outcome) for outcome in outcomes))
