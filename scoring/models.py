@@ -170,6 +170,8 @@ class SessionScore(models.Model):
             models.Index(fields=["status"], name="ix_session_scores_status"),
             models.Index(fields=["session", "status"], name="ix_session_scores_sess_status"),
             models.Index(fields=["status", "started_at_us"], name="ix_session_scores_stat_start"),
+            # The few unstable scores, found without reading the table (insights, the dashboard's filter).
+            models.Index(fields=["-score_spread"], condition=Q(unstable=True), name="ix_session_scores_unstable"),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -83,6 +83,16 @@ class ScoreSerializer(serializers.ModelSerializer):
     current_prompt_used = serializers.SerializerMethodField(
         help_text="Whether the score was made with the judge prompts this service uses now."
     )
+    score_samples = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=100, allow_null=True),
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "With SCORING_JUDGE_SAMPLES=k above 1: the score of each of the k turn-1 samples, in the "
+            "order they were sampled (null for a sample that failed); `total_score` is their median "
+            "(the lower middle one for an even count). Null for a score made from one sample."
+        ),
+    )
 
     class Meta:
         model = SessionScore
@@ -109,13 +119,24 @@ class ScoreSerializer(serializers.ModelSerializer):
             "warnings",
             "investigation_digest",
             "session_changed_since_score",
+            "score_samples",
+            "score_spread",
+            "unstable",
         ]
         read_only_fields = fields
         extra_kwargs = {
             "judge_model": {
                 "help_text": "The judge model the worker that took the score used (litellm's name); kept "
                 "when the score fails, empty only for a score failed before any worker took it."
-            }
+            },
+            "score_spread": {
+                "help_text": "The highest sample score minus the lowest; null for one sample (or one "
+                "that did not fail)."
+            },
+            "unstable": {
+                "help_text": "Whether `score_spread` was over SCORING_UNSTABLE_SPREAD when the score was "
+                "made: the judge's samples disagreed, so read the score with care."
+            },
         }
 
     def get_current_prompt_used(self, score: SessionScore) -> bool:
@@ -138,7 +159,7 @@ _SCORE = ScoreSerializer()
 _SCORE_ACCEPTED = ScoreAcceptedSerializer()
 
 COMPLETED_SCORE_EXAMPLE = OpenApiExample(
-    "A completed score",
+    "A completed score of three judge samples",
     response_only=True,
     status_codes=["200"],
     value={
@@ -146,7 +167,7 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "session_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
         "status": "completed",
         "prompt_hash": "3f5a" + "0" * 60,
-        "total_score": 62,
+        "total_score": 70,
         "score_analysis": "The agent listed the pods ... however, it never read the crashed container's "
         "logs ...\n\n**Score breakdown:**\n* Logical Flow: 16/25\n* Consistency: 15/25\n"
         "* Tool Relevance: 13/25\n* Synthesis Quality: 14/25",
@@ -164,9 +185,12 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "cost_usd": "0.0355000000",
         "dimensions": {"logical_flow": 16, "consistency": 15, "tool_relevance": 13, "synthesis_quality": 14},
         "missing_tools": ["kubectl-logs", "kubectl-get-events"],
-        "warnings": ["score breakdown: the four criteria add up to 58, not to the total score 62"],
+        "warnings": ["score breakdown: the four criteria add up to 58, not to the total score 70"],
         "investigation_digest": "9d2c" + "0" * 60,
         "session_changed_since_score": False,
+        "score_samples": [62, 70, 85],
+        "score_spread": 23,
+        "unstable": True,
     },
 )
 

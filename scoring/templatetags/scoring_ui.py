@@ -151,3 +151,14 @@ def dimension_rows(dimensions: dict | None) -> list[tuple[str, int | None]]:
 def breakdown_warnings(warnings: list[str] | None) -> list[str]:
     """The warnings about the criteria breakdown, without their prefix; not the injection findings."""
     return [warning.removeprefix(BREAKDOWN_WARNING_PREFIX) for warning in warnings or [] if is_breakdown_warning(warning)]
+
+
+@register.filter
+def samples_note(score) -> str:
+    """A score's judge samples, for the score panel and the admin: "unstable: samples 62,
+    70, 85 (spread 23)"; "" for a score made from one sample."""
+    if not score.score_samples:
+        return ""
+    samples = ", ".join("failed" if sample is None else str(sample) for sample in score.score_samples)
+    spread = f" (spread {score.score_spread})" if score.score_spread is not None else ""
+    return f"{'unstable: ' if score.unstable else ''}samples {samples}{spread}"

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scoring.models import ScoringEvent, SessionScore, WorkerHeartbeat
 from scoring.realtime import events
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
-from tests.support.fake_llm import Reply
+from tests.support.fake_llm import Reply, Together
 from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.processes
@@ -52,6 +52,24 @@ def test_a_posted_scoring_completes_in_a_worker_process(start_worker, judge_llm,
     assert [e.event_type for e in ScoringEvent.objects.filter(score_id=body["score_id"])] == [
         events.STARTED, events.PROGRESS, events.PROGRESS, events.COMPLETED,
     ]
+
+
+def test_a_worker_process_samples_turn_one_at_once_and_keeps_the_median(start_worker, judge_llm, operator_client):
+    together = Together([Reply(f"Sample.\n\n{score}") for score in (50, 90, 71)])
+    judge_llm.set_default(lambda body: together(body) if len(body["messages"]) == 1 else Reply(TURN2))
+    start_worker(**{**judge_llm.env(), "SCORING_JUDGE_SAMPLES": "3", "SCORING_LLM_TIMEOUT_S": "15"})
+    session = make_session()
+
+    operator_client.post(url(session.session_id))
+
+    def finished():
+        body = operator_client.get(url(session.session_id)).json()
+        return body if body["status"] in ("completed", "failed") else None
+
+    body = wait_for(finished, what="the worker to finish the scoring")
+    assert (body["status"], body["total_score"], body["score_spread"], body["unstable"]) == ("completed", 71, 40, True)
+    assert sorted(body["score_samples"]) == [50, 71, 90]
+    assert judge_llm.requests[-1].messages[1] == {"role": "assistant", "content": "Sample.\n\n71"}
 
 
 def test_with_no_model_configured_the_scoring_fails_saying_what_to_set(start_worker, fake_llm, operator_client):
