@@ -171,3 +171,12 @@ def test_when_every_reviewer_agrees_exactly(reviewers):
     assert (group["mean_abs_diff"], group["spearman_rho"], group["weighted_kappa"], group["agree_share"]) == (
         0, 1.0, 1.0, 1.0,
     )  # fmt: skip
+
+
+def test_the_pairs_are_read_in_one_query(reviewers, django_assert_num_queries):
+    rita, ravi = reviewers
+    for total in (20, 60, 90):
+        reviewed(total, (rita, "agree", total), (ravi, "disagree", 50))
+    with django_assert_num_queries(1):
+        result = agreement(InsightFilters(alert_type="kubernetes"))
+    assert result["groups"][0]["n"] == 6
