@@ -31,7 +31,6 @@ from scoring.templatetags.scoring_ui import (
 )
 from scoring.templatetags.scoring_ui import duration as duration_text
 
-REVIEW_PERMISSION = "scoring.add_scorereview"
 ADMIN_MEDIA = forms.Media(css={"all": ["scoring/badges.css", "scoring/admin.css"]})
 # The review form sits inside the score's change form (before its Close button);
 # forms cannot nest, so its fields name their own form, which follows the change form.
@@ -373,7 +372,7 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
             **(extra_context or {}),
             "review_form": ReviewForm(),
             "review_form_id": REVIEW_FORM_ID,
-            "can_review": request.user.has_perm(REVIEW_PERMISSION),
+            "can_review": services.can_review(request.user),
         }
         return super().change_view(request, object_id, form_url, extra_context)
 
@@ -383,7 +382,7 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
             return HttpResponseNotAllowed(["POST"])
         score = get_object_or_404(SessionScore.objects.only("score_id"), pk=score_id)
         back = HttpResponseRedirect(reverse("admin:scoring_sessionscore_change", args=[score.score_id]))
-        if not request.user.has_perm(REVIEW_PERMISSION):
+        if not services.can_review(request.user):
             self.message_user(request, "You may not review scores (needs the “add score review” permission).",
                               messages.ERROR)  # fmt: skip
             return back

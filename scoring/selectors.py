@@ -61,11 +61,15 @@ def with_latest_missing_tools(sessions: list[AlertSession]) -> list[AlertSession
 
 def session_key(session_id: str | uuid.UUID) -> uuid.UUID:
     """A session id as a UUID. Raises AlertSession.DoesNotExist, saying ids are UUIDs, if it is not one."""
+    return _uuid_key(session_id, AlertSession, "session")
+
+
+def _uuid_key(raw: str | uuid.UUID, model, noun: str) -> uuid.UUID:
     try:
-        return session_id if isinstance(session_id, uuid.UUID) else uuid.UUID(str(session_id))
+        return raw if isinstance(raw, uuid.UUID) else uuid.UUID(str(raw))
     except ValueError:
-        raise AlertSession.DoesNotExist(
-            f"No session with id '{str(session_id)[:100]}': session ids are UUIDs "
+        raise model.DoesNotExist(
+            f"No {noun} with id '{str(raw)[:100]}': {noun} ids are UUIDs "
             "(like 7c9e6679-7425-40de-944b-e07fc1f90ae7)."
         ) from None
 
@@ -438,3 +442,21 @@ def with_review_counts(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]
     return scores.annotate(
         agree_count=count(ReviewVerdict.AGREE), disagree_count=count(ReviewVerdict.DISAGREE)
     )
+
+
+def score_key(score_id: str | uuid.UUID) -> uuid.UUID:
+    """A score id as a UUID. Raises SessionScore.DoesNotExist, saying ids are UUIDs, if it is not one."""
+    return _uuid_key(score_id, SessionScore, "score")
+
+
+def no_such_score(key: uuid.UUID) -> str:
+    """What every endpoint says of a score id that names no score."""
+    return f"No score with id {key}."
+
+
+def score_reviews(score_id: uuid.UUID) -> QuerySet[ScoreReview] | None:
+    """A score's reviews, newest first, with their reviewers; None if there is no such score."""
+    if not SessionScore.objects.filter(pk=score_id).exists():
+        return None
+    reviews = ScoreReview.objects.filter(score_id=score_id).select_related("reviewer")
+    return reviews.order_by("-created_at", "-id")

@@ -575,6 +575,20 @@ class ReviewRejected(ScoringError):
     """A review that cannot be recorded; str() says why."""
 
 
+class ScoreNotFound(ReviewRejected):
+    pass
+
+
+# Who may review scores, in the admin and through the API.
+REVIEW_PERMISSION = "scoring.add_scorereview"
+
+
+def can_review(user) -> bool:
+    """Whether ``user`` may record reviews: an active user with the ``add score review``
+    permission (directly or through a group)."""
+    return user is not None and user.is_authenticated and user.is_active and user.has_perm(REVIEW_PERMISSION)
+
+
 def record_review(*, score_id, reviewer, verdict: str, reviewer_score, note: str = ""):
     """Record ``reviewer``'s verdict on a completed score and return the review.
 
@@ -592,7 +606,7 @@ def record_review(*, score_id, reviewer, verdict: str, reviewer_score, note: str
         raise ReviewRejected("a review needs a signed-in reviewer")
     score = SessionScore.objects.only("score_id", "status").filter(pk=score_id).first()
     if score is None:
-        raise ReviewRejected(f"score {score_id} not found")
+        raise ScoreNotFound(selectors.no_such_score(score_id))
     if score.status != Status.COMPLETED:
         raise ReviewRejected(f"score {score_id} is {score.status}; only completed scores can be reviewed")
     return ScoreReview.objects.create(

@@ -340,7 +340,7 @@ def test_edges_of_the_score_range_are_accepted(score, reviewer):
 
 
 def test_unknown_score_and_anonymous_reviewer_are_refused(score, reviewer):
-    with pytest.raises(services.ReviewRejected, match="not found"):
+    with pytest.raises(services.ScoreNotFound, match="No score with id 00000000-"):
         services.record_review(
             score_id="00000000-0000-0000-0000-000000000000",
             reviewer=reviewer,

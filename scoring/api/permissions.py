@@ -13,3 +13,13 @@ class SessionWriteAllowed(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return request.method in SAFE_METHODS or services.can_write_sessions(request.user)
+
+
+class ReviewWriteAllowed(BasePermission):
+    """Reading reviews is for anyone signed in; recording one needs the admin's
+    review permission (``services.can_review``)."""
+
+    message = f"Reviewing scores needs the {services.REVIEW_PERMISSION} permission (\"add score review\")."
+
+    def has_permission(self, request, view) -> bool:
+        return request.method in SAFE_METHODS or services.can_review(request.user)

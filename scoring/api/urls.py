@@ -1,6 +1,8 @@
 from django.urls import include, path, reverse
 from rest_framework import routers
 
+from scoring.api.agreement import AgreementView
+from scoring.api.reviews import ScoreReviewsView
 from scoring.api.scores import SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
@@ -42,4 +44,6 @@ session_score = SessionScoreViewSet.as_view({"get": "retrieve", "post": "create"
 urlpatterns = [
     path("", include(router.urls)),
     path("scoring/sessions/<str:session_id>/score", session_score, name="session-score"),
+    path("scoring/scores/<str:score_id>/reviews", ScoreReviewsView.as_view(), name="score-reviews"),
+    path("scoring/agreement/", AgreementView.as_view(), name="agreement"),
 ]
