@@ -6,8 +6,10 @@ UPDATE, like a scoring. Requesting one stores it pending and, after commit, queu
 django-q2 task (``scoring.tasks.run_insight_report``); the task claims it and runs it on
 a thread of its worker process, returning at once, so that neither django-q2's task
 timeout nor its re-delivery after ``retry`` seconds ever meets a report that takes
-minutes. A report whose worker died is failed by the minutely cleanup
-(``expire_stale_reports``), one whose task could not be queued at once.
+minutes. A worker told to stop fails the reports it is writing
+(``fail_running_reports``, from ``jobs.runtime``'s SIGTERM handler); a report whose
+worker died is failed by the minutely cleanup (``expire_stale_reports``), one whose
+task could not be queued at once.
 
 When the analyses do not fit the judge model's context window, the report is written
 in rounds: parts of them are summarised into notes first (again, if the notes do not
@@ -120,16 +122,33 @@ def start_report(report_id) -> threading.Thread | None:
     report = _move(report_id, Status.IN_PROGRESS, started_at_us=services.now_us(), judge_model=settings.SCORING_LLM_MODEL)
     if report is None:
         return None
+    with _running_lock:
+        _running.add(report.report_id)
     thread = threading.Thread(target=_run_and_close, args=(report,), name=f"report-{report_id}", daemon=True)
     thread.start()
     return thread
+
+
+# The reports this process is writing, for its shutdown (``fail_running_reports``).
+_running: set = set()
+# Reentrant: the SIGTERM handler runs on the main thread, which may hold it (start_report).
+_running_lock = threading.RLock()
 
 
 def _run_and_close(report: InsightReport) -> None:
     try:
         run_claimed_report(report)
     finally:
+        with _running_lock:
+            _running.discard(report.report_id)
         connection.close()  # this thread's own
+
+
+def fail_running_reports(reason: str) -> int:
+    """Fail the reports this process is writing (its worker is stopping); return how many."""
+    with _running_lock:
+        running = list(_running)
+    return sum(fail_report(report_id, reason) is not None for report_id in running)
 
 
 @dataclass

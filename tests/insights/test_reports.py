@@ -2,6 +2,7 @@
 (one, or several rounds when the analyses exceed the window), and its failures."""
 
 import re
+import signal
 import time
 import uuid
 
@@ -14,6 +15,7 @@ from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import InsightReport, JudgeCircuit, ScoringStatus
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply, unauthorized
+from tests.support.workers import wait_for
 
 REPORT_TEXT = "## Build first\n\n1. **kubectl-logs**: missing in 2 of 3 sessions (kubernetes)."
 
@@ -213,3 +215,54 @@ def test_reports_no_job_will_finish_are_failed(settings):
     assert stuck.status == "failed" and stuck.error_message.startswith("orphaned: in progress for over 10 s")
     assert lost.status == "failed" and lost.error_message.startswith("orphaned: queued for over 10 s")
     assert InsightReport.objects.get(pk=running.pk).status == "in_progress"
+
+
+# --- In a real worker process ---------------------------------------------------------------
+
+REPORTS_URL = "/api/v1/scoring/reports/"
+
+
+def report_status(report_id) -> str:
+    return InsightReport.objects.values_list("status", flat=True).get(pk=report_id)
+
+
+@pytest.mark.processes
+def test_a_posted_report_is_written_by_a_worker_process(start_worker, judge_llm, operator_client):
+    analysed_session()
+    judge_llm.push(Reply(REPORT_TEXT))
+    start_worker(**judge_llm.env())
+
+    report_id = operator_client.post(REPORTS_URL, {}, format="json").json()["report_id"]
+
+    body = wait_for(
+        lambda: (b := operator_client.get(f"{REPORTS_URL}{report_id}").json())["status"] in ("completed", "failed")
+        and b,
+        what="the worker to write the report",
+    )
+    assert (body["status"], body["report"], body["rounds"]) == ("completed", REPORT_TEXT, 1)
+    assert len(judge_llm.requests) == 1
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_report_whose_worker_stops_is_failed_not_left_in_progress(
+    start_worker, judge_llm, operator_client, settings, signum
+):
+    analysed_session()
+    judge_llm.set_default(Reply(REPORT_TEXT, delay=25))
+    cluster = start_worker(**{**judge_llm.env(), "SCORING_LLM_TIMEOUT_S": "60"})
+    report_id = operator_client.post(REPORTS_URL, {}, format="json").json()["report_id"]
+    wait_for(lambda: judge_llm.requests, what="the judge call to start")
+
+    cluster.signal_all(signum)
+    cluster.wait_stopped()
+
+    report = InsightReport.objects.get(pk=report_id)
+    if signum == signal.SIGTERM:  # the worker says so on its way out
+        assert (report.status, report.error_message) == ("failed", "worker shut down")
+        return
+    assert report.status == "in_progress"  # nobody is left to finish it: the cleanup fails it
+    settings.SCORING_REPORT_TIMEOUT_S = 0
+    assert reports.expire_stale_reports() == 1
+    report.refresh_from_db()
+    assert report.status == "failed" and report.error_message.startswith("orphaned: in progress for over 0 s")
