@@ -39,6 +39,8 @@ Status = ScoringStatus
 REPLY_SHARE = 4
 # Summarising rounds before the last: more means the notes do not shrink.
 MAX_ROUNDS = 4
+# The least room a window must leave for each of two texts beside the prompt.
+MIN_TEXT_TOKENS = 200
 TRUNCATED = "\n\n[cut here: too long for one judge call]"
 
 
@@ -209,19 +211,31 @@ def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: fl
         raise ReportTooLarge("none of the report's scores has a missing-tools analysis any more")
     sessions = len(inputs)
     room = _input_room()
-    texts = [_sized(item.as_text(), room) for item in inputs]
+    # What the texts may take of a call: the room less the longest prompt around them.
+    space = room - max(
+        llm.count_tokens(prompt)
+        for prompt in (
+            report_prompt.report_prompt([], sessions=sessions, scope=scope, parts=sessions),
+            report_prompt.chunk_prompt([], sessions=sessions, notes=True),
+        )
+    )
+    if space < 2 * MIN_TEXT_TOKENS:
+        raise ReportTooLarge(
+            f"a window of {room:,} input tokens leaves too little room beside the report's prompt: "
+            "raise SCORING_REPORT_WINDOW_TOKENS"
+        )
+    texts = [_sized(item.as_text(), space) for item in inputs]
     parts = None
     for rounds in range(1, MAX_ROUNDS + 2):
-        prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, scope=scope, parts=parts)
-        if llm.count_tokens(prompt) <= room:
+        if sum(t.tokens for t in texts) <= space:
+            prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, scope=scope, parts=parts)
             return _ask(prompt, usage, deadline), rounds
         if rounds > MAX_ROUNDS:
             break
         notes = parts is not None
-        overhead = llm.count_tokens(report_prompt.chunk_prompt([], sessions=sessions, notes=notes))
         texts = [
-            _sized(_ask(_chunk_prompt(chunk, notes), usage, deadline), room, sessions=sum(t.sessions for t in chunk))
-            for chunk in _pack(texts, room - overhead)
+            _sized(_ask(_chunk_prompt(chunk, notes), usage, deadline), space, sessions=sum(t.sessions for t in chunk))
+            for chunk in _pack(texts, space)
         ]
         parts = len(texts)
     raise ReportTooLarge(
@@ -251,23 +265,25 @@ def _input_room() -> int:
     return window - window // REPLY_SHARE
 
 
-def _sized(text: str, room: int, sessions: int = 1) -> _Text:
-    """``text`` with its tokens, cut to half the room when longer: any two texts fit one call."""
-    tokens = llm.count_tokens(text)
-    limit = room // 2
+def _sized(text: str, space: int, sessions: int = 1) -> _Text:
+    """``text`` with its tokens (its separator included), cut to half the space when
+    longer: any two texts fit one call."""
+    limit = space // 2
+    tokens = llm.count_tokens(text + report_prompt.ENTRY_SEPARATOR)
     while tokens > limit:
         text = text[: int(len(text) * limit / tokens * 0.9)] + TRUNCATED
-        tokens = llm.count_tokens(text)
+        tokens = llm.count_tokens(text + report_prompt.ENTRY_SEPARATOR)
     return _Text(text, sessions, tokens)
 
 
-def _pack(texts: list[_Text], room: int) -> list[list[_Text]]:
-    """Consecutive texts in parts of at most ``room`` tokens, at least two texts a part
-    (``_sized`` keeps each within half the room), so that every round shrinks the count."""
+def _pack(texts: list[_Text], space: int) -> list[list[_Text]]:
+    """Consecutive texts in parts of at most ``space`` tokens. ``_sized`` keeps each
+    within half of it, so every part holds two or more (but perhaps the last), and each
+    round at least halves the count."""
     parts: list[list[_Text]] = []
-    used = room + 1
+    used = 0
     for text in texts:
-        if used + text.tokens > room and (not parts or len(parts[-1]) >= 2):
+        if not parts or used + text.tokens > space:
             parts.append([])
             used = 0
         parts[-1].append(text)

@@ -158,6 +158,25 @@ def test_analyses_over_the_window_are_summarised_in_parts_first(judge_llm, setti
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_analysis_longer_than_half_a_call_is_cut(judge_llm, settings):
+    settings.SCORING_REPORT_WINDOW_TOKENS = 2000
+    analysed_session(analysis="1. **kubectl-logs** " + "never read. " * 2000 + "THE END")
+    report = run(requested())
+    assert report.status == "completed" and report.rounds == 1
+    (prompt,) = sent_prompts(judge_llm)
+    assert reports.TRUNCATED in prompt and "THE END" not in prompt
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_window_too_small_for_the_prompt_fails_before_any_call(judge_llm, settings):
+    settings.SCORING_REPORT_WINDOW_TOKENS = 600
+    analysed_session()
+    report = run(requested())
+    assert report.status == "failed" and report.error_message.endswith("raise SCORING_REPORT_WINDOW_TOKENS")
+    assert judge_llm.requests == [] and report.input_tokens is None
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_judge_failure_fails_the_report_with_the_reason(judge_llm):
     analysed_session()
     judge_llm.push(unauthorized())
