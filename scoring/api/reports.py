@@ -22,7 +22,10 @@ SCORE_ID = "0b6f9d8e-51a2-4d7c-8f3e-2a9c4e7d1b05"
 class ReportRequestSerializer(serializers.Serializer):
     """The insight filters (docs/insights.md), all optional."""
 
-    since = serializers.CharField(required=False, help_text="Sessions started at or after this ISO 8601 date or time (UTC unless it says otherwise).")
+    since = serializers.CharField(
+        required=False,
+        help_text="Sessions started at or after this ISO 8601 date or time (UTC unless it says otherwise).",
+    )
     until = serializers.CharField(required=False, help_text="Sessions started before this ISO 8601 date or time.")
     alert_type = serializers.CharField(required=False, help_text="Sessions of this alert type.")
     chain_id = serializers.CharField(required=False, help_text="Sessions run by this agent chain.")
@@ -38,7 +41,9 @@ class ReportAcceptedSerializer(serializers.ModelSerializer):
 
 class ReportSerializer(serializers.ModelSerializer):
     filters = serializers.DictField(
-        child=serializers.CharField(), read_only=True, help_text="The filters it covers, as given (unset ones left out)."
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The filters it covers, as given (unset ones left out).",
     )
     score_ids = serializers.ListField(
         child=serializers.UUIDField(),

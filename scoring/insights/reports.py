@@ -121,7 +121,9 @@ def get_report(report_id) -> InsightReport | None:
 def start_report(report_id) -> threading.Thread | None:
     """Claim the pending report and run it on a new thread; return the thread, or None
     when the report was not pending (a task delivered twice, or a report failed meanwhile)."""
-    report = _move(report_id, Status.IN_PROGRESS, started_at_us=services.now_us(), judge_model=settings.SCORING_LLM_MODEL)
+    # The model is kept from the claim on: a report that fails says which model it was for.
+    model = settings.SCORING_LLM_MODEL
+    report = _move(report_id, Status.IN_PROGRESS, started_at_us=services.now_us(), judge_model=model)
     if report is None:
         return None
     with _running_lock:
@@ -170,6 +172,13 @@ def run_claimed_report(report: InsightReport) -> InsightReport | None:
         inputs = _load_inputs(report.score_ids)
         llm.release_db_connection()
         text, rounds = _write(inputs, scope=_describe(report.filters), usage=usage, deadline=deadline)
+    except errors.ContextWindowExceeded as exc:
+        # Its message speaks of a session: say what it means for a report.
+        reason = (
+            "a report call was over the judge model's context window; "
+            f"set SCORING_REPORT_WINDOW_TOKENS below it ({exc})"
+        )
+        return fail_report(report.report_id, reason, usage)
     except (errors.JudgeLLMError, ReportTooLarge) as exc:
         return fail_report(report.report_id, str(exc), usage)
     except DatabaseError as exc:
@@ -318,7 +327,8 @@ def _move(report_id, to_status: str, **values) -> InsightReport | None:
     """One conditional UPDATE: the move happens only from an allowed status."""
     if to_status in Status.terminal_values():
         values["completed_at_us"] = services.now_us()
-    moved = InsightReport.objects.filter(pk=report_id, status__in=_SOURCES[to_status]).update(status=to_status, **values)
+    allowed = InsightReport.objects.filter(pk=report_id, status__in=_SOURCES[to_status])
+    moved = allowed.update(status=to_status, **values)
     return InsightReport.objects.get(pk=report_id) if moved else None
 
 

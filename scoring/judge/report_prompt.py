@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from scoring.judge import injection
 
+# fmt: off
 # One input of a report: a score's missing-tools analysis, with what it was about.
 ANALYSIS_HEADING = "### Session {session_id} (alert type: {alert_type}; chain: {chain_id}; score: {total_score}/100)"
 ENTRY_SEPARATOR = "\n\n---\n\n"
@@ -55,6 +56,7 @@ Also say in how many sessions no critical tool was missing. Keep every count exa
 
 KIND_ANALYSES = "missing-tools analyses (one per session)"
 KIND_NOTES = "notes summarising such analyses"
+# fmt: on
 
 
 @dataclass(frozen=True)
@@ -78,12 +80,13 @@ class ReportInput:
 
 
 def fenced(texts: list[str], token: str | None = None) -> str:
-    return injection.wrap_untrusted(
-        ENTRY_SEPARATOR.join(texts), token or injection.new_boundary_token(), instruction=REPORT_DATA_INSTRUCTION
-    )
+    token = token or injection.new_boundary_token()
+    return injection.wrap_untrusted(ENTRY_SEPARATOR.join(texts), token, instruction=REPORT_DATA_INSTRUCTION)
 
 
-def report_prompt(texts: list[str], *, sessions: int, scope: str, parts: int | None, token: str | None = None) -> str:
+def report_prompt(
+    texts: list[str], *, sessions: int, scope: str, parts: int | None, token: str | None = None
+) -> str:
     """The final request: the report, over the analyses themselves (``parts`` None) or
     over the notes that ``parts`` summaries of them made."""
     material = MATERIAL_ANALYSES if parts is None else MATERIAL_NOTES.format(parts=parts)

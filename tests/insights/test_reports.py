@@ -14,19 +14,22 @@ from scoring.judge.injection import NEUTRALISED_PREFIX
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import InsightReport, JudgeCircuit, ScoringStatus
 from tests.support.factories import make_score, make_session
-from tests.support.fake_llm import Reply, unauthorized
+from tests.support.fake_llm import Reply, context_length_exceeded, unauthorized
 from tests.support.workers import wait_for
 
 REPORT_TEXT = "## Build first\n\n1. **kubectl-logs**: missing in 2 of 3 sessions (kubernetes)."
 
 
-def analysed_session(alert_type="kubernetes", analysis="1. **kubectl-logs** - the crash output was never read.", **score):
+KUBECTL_LOGS = "1. **kubectl-logs** - the crash output was never read."
+
+
+def analysed_session(alert_type="kubernetes", analysis=KUBECTL_LOGS, **score):
     session = make_session(alert_type=alert_type, chain_id=f"{alert_type}-chain")
     return make_score(session, missing_tools_analysis=analysis, **score)
 
 
-def requested(filters=InsightFilters(), by="alice") -> InsightReport:
-    return reports.request_report(filters, by)
+def requested(filters: InsightFilters | None = None, by="alice") -> InsightReport:
+    return reports.request_report(filters or InsightFilters(), by)
 
 
 def run(report: InsightReport) -> InsightReport:
@@ -138,7 +141,8 @@ def test_analyses_over_the_window_are_summarised_in_parts_first(judge_llm, setti
     settings.SCORING_REPORT_WINDOW_TOKENS = 1600
     long_analysis = "1. **kubectl-logs** - " + "the crash output of the previous container was never read. " * 20
     scores = [analysed_session(analysis=long_analysis) for _ in range(5)]
-    judge_llm.set_default(Reply("Notes: kubectl-logs missing in these sessions.", prompt_tokens=100, completion_tokens=10))
+    notes = Reply("Notes: kubectl-logs missing in these sessions.", prompt_tokens=100, completion_tokens=10)
+    judge_llm.set_default(notes)
 
     report = run(requested())
 
@@ -186,6 +190,17 @@ def test_a_judge_failure_fails_the_report_with_the_reason(judge_llm):
     assert report.status == "failed" and report.report is None
     assert report.error_message.startswith("judge LLM rejected the credentials (401)")
     assert report.completed_at_us is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_context_window_error_says_which_setting_to_lower(judge_llm):
+    analysed_session()
+    judge_llm.push(context_length_exceeded())
+    report = run(requested())
+    assert report.status == "failed"
+    assert report.error_message.startswith(
+        "a report call was over the judge model's context window; set SCORING_REPORT_WINDOW_TOKENS below it"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
