@@ -44,16 +44,13 @@ MIN_TEXT_TOKENS = 200
 TRUNCATED = "\n\n[cut here: too long for one judge call]"
 
 
-class ReportError(Exception):
-    """A report request that cannot be carried out; str() is for the caller."""
+class NoReportInputs(Exception):
+    """No selected score has a missing-tools analysis; str() says so, for the caller."""
 
 
-class NoReportInputs(ReportError):
-    pass
-
-
-class ReportTooLarge(Exception):
-    """The inputs cannot be brought within the window; str() is stored with the report."""
+class UnusableInputs(Exception):
+    """The report's inputs are gone, or cannot be brought within the window; str() is
+    stored with the report."""
 
 
 # --- Requesting -----------------------------------------------------------------------------
@@ -118,6 +115,12 @@ def get_report(report_id) -> InsightReport | None:
 # --- Running (in a worker process) ----------------------------------------------------------
 
 
+# The reports this process is writing, for its shutdown (``fail_running_reports``).
+_running: set = set()
+# Reentrant: the SIGTERM handler runs on the main thread, which may hold it (start_report).
+_running_lock = threading.RLock()
+
+
 def start_report(report_id) -> threading.Thread | None:
     """Claim the pending report and run it on a new thread; return the thread, or None
     when the report was not pending (a task delivered twice, or a report failed meanwhile)."""
@@ -131,12 +134,6 @@ def start_report(report_id) -> threading.Thread | None:
     thread = threading.Thread(target=_run_and_close, args=(report,), name=f"report-{report_id}", daemon=True)
     thread.start()
     return thread
-
-
-# The reports this process is writing, for its shutdown (``fail_running_reports``).
-_running: set = set()
-# Reentrant: the SIGTERM handler runs on the main thread, which may hold it (start_report).
-_running_lock = threading.RLock()
 
 
 def _run_and_close(report: InsightReport) -> None:
@@ -179,7 +176,7 @@ def run_claimed_report(report: InsightReport) -> InsightReport | None:
             f"set SCORING_REPORT_WINDOW_TOKENS below it ({exc})"
         )
         return fail_report(report.report_id, reason, usage)
-    except (errors.JudgeLLMError, ReportTooLarge) as exc:
+    except (errors.JudgeLLMError, UnusableInputs) as exc:
         return fail_report(report.report_id, str(exc), usage)
     except DatabaseError as exc:
         logger.exception("report %s lost the database", report.report_id)
@@ -217,7 +214,7 @@ def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: fl
     """The report's text and the rounds it took: one call when everything fits the
     window, else parts summarised (as often as needed) and the report written from them."""
     if not inputs:
-        raise ReportTooLarge("none of the report's scores has a missing-tools analysis any more")
+        raise UnusableInputs("none of the report's scores has a missing-tools analysis any more")
     sessions = len(inputs)
     room = _input_room()
     # What the texts may take of a call: the room less the longest prompt around them.
@@ -229,7 +226,7 @@ def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: fl
         )
     )
     if space < 2 * MIN_TEXT_TOKENS:
-        raise ReportTooLarge(
+        raise UnusableInputs(
             f"a window of {room:,} input tokens leaves too little room beside the report's prompt: "
             "raise SCORING_REPORT_WINDOW_TOKENS"
         )
@@ -247,7 +244,7 @@ def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: fl
             for chunk in _pack(texts, space)
         ]
         parts = len(texts)
-    raise ReportTooLarge(
+    raise UnusableInputs(
         f"the missing-tools analyses of {sessions} sessions did not fit the judge model's window of {room:,} "
         f"input tokens even after {MAX_ROUNDS} rounds of summaries; narrow the filters"
     )
