@@ -43,7 +43,7 @@ MATERIAL_NOTES = (
     "the notes of each part follow. Add up the counts of the parts for the totals."
 )
 
-CHUNK_PROMPT = """An LLM judge scored finished investigations of TARSy, an SRE agent system whose agents use MCP tools, and for each listed the MCP tools the agent should have used but did not. Below are {items} of its {kind}, covering {sessions} sessions.
+CHUNK_PROMPT = """An LLM judge scored finished investigations of TARSy, an SRE agent system whose agents use MCP tools, and for each listed the MCP tools the agent should have used but did not. Below is a part of its {kind}: {items} of them, covering {sessions} sessions.
 
 Summarise them as notes for a later report on which tools to build first. For each missing tool or capability (one entry for the same tool written under different names):
 - the tool, as named, and what it does;
