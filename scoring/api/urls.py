@@ -3,6 +3,7 @@ from rest_framework import routers
 
 from scoring.api.agreement import AgreementView
 from scoring.api.reviews import ScoreReviewsView
+from scoring.api.reports import ReportDetailView, ReportListView
 from scoring.api.scores import SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
@@ -46,4 +47,6 @@ urlpatterns = [
     path("scoring/sessions/<str:session_id>/score", session_score, name="session-score"),
     path("scoring/scores/<str:score_id>/reviews", ScoreReviewsView.as_view(), name="score-reviews"),
     path("scoring/agreement/", AgreementView.as_view(), name="agreement"),
+    path("scoring/reports/", ReportListView.as_view(), name="insight-reports"),
+    path("scoring/reports/<str:report_id>", ReportDetailView.as_view(), name="insight-report"),
 ]

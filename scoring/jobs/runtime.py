@@ -36,6 +36,7 @@ from django.conf import settings
 from django.db import connection
 
 from scoring import services
+from scoring.insights import reports
 from scoring.realtime import events
 
 logger = logging.getLogger(__name__)
@@ -208,6 +209,10 @@ class JudgeRuntime:
                 services.fail_scoring(score_id, services.WORKER_SHUT_DOWN)
             except Exception:  # the orphan cleanup will fail it instead
                 logger.exception("could not record the shutdown of score %s", score_id)
+        try:
+            reports.fail_running_reports(services.WORKER_SHUT_DOWN)
+        except Exception:  # the orphan cleanup will fail them instead
+            logger.exception("could not record the shutdown of the reports this process was writing")
         if not claim_done:
             logger.warning("a claim was still running; its scores will be failed as orphans")
         # os._exit skips atexit: send the failed events before going.

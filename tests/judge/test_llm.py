@@ -406,3 +406,17 @@ def test_importing_the_client_does_not_import_litellm():
         check=True,
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_tokens_are_counted_offline_by_the_judge_models_tokenizer(settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    assert llm.count_tokens("hello world") == 2
+    settings.SCORING_LLM_MODEL = "openai/fake-judge"  # a model litellm does not know: counted as OpenAI's
+    assert llm.count_tokens("hello world") == 2
+
+
+def test_the_input_window_comes_from_litellms_model_list(settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    assert llm.model_input_window() == 128_000
+    settings.SCORING_LLM_MODEL = "openai/fake-judge"  # a model litellm does not list
+    assert llm.model_input_window() is None
