@@ -1,7 +1,8 @@
 from django.urls import include, path, reverse
 from rest_framework import routers
 
-from scoring.api.scores import SessionScoreViewSet
+from scoring.api.insights import FleetStatsView, MissingToolsView
+from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
 SESSION_ID_PLACEHOLDER = "{session_id}"
@@ -42,4 +43,7 @@ session_score = SessionScoreViewSet.as_view({"get": "retrieve", "post": "create"
 urlpatterns = [
     path("", include(router.urls)),
     path("scoring/sessions/<str:session_id>/score", session_score, name="session-score"),
+    path("scoring/sessions/<str:session_id>/scores", SessionScoreHistoryView.as_view(), name="session-scores"),
+    path("scoring/stats/", FleetStatsView.as_view(), name="fleet-stats"),
+    path("scoring/missing-tools/", MissingToolsView.as_view(), name="missing-tools"),
 ]

@@ -47,7 +47,9 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
 def _once_per_session(tools):
     """Each tool once per score, at its first place in the judge's list: a list that names
     the same tool twice (two spellings of one key) is one session lacking it."""
-    earlier = MissingTool.objects.filter(score=OuterRef("score"), key=OuterRef("key"), position__lt=OuterRef("position"))
+    earlier = MissingTool.objects.filter(
+        score=OuterRef("score"), key=OuterRef("key"), position__lt=OuterRef("position")
+    )
     return tools.filter(~Exists(earlier))
 
 
@@ -60,7 +62,8 @@ def _counted(tools, field: str) -> dict[str, list[str]]:
         if row[field]:
             by_key[row["key"]][row[field]] += row["sessions"]
     return defaultdict(
-        list, {key: sorted(counter, key=lambda value: (-counter[value], value)) for key, counter in by_key.items()}
+        list,
+        {key: sorted(counter, key=lambda value: (-counter[value], value)) for key, counter in by_key.items()},
     )
 
 

@@ -9,6 +9,7 @@ and PostgreSQL, from a few hundred rows whatever the number of sessions.
 
 import datetime as dt
 import math
+from decimal import Decimal
 
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
 from django.db.models.fields.json import KT
@@ -16,11 +17,12 @@ from django.db.models.functions import Cast
 
 from scoring import selectors
 from scoring.insights.filters import InsightFilters, latest_completed_scores, scorings
-from scoring.models import ScoringStatus
+from scoring.models import ScoringStatus, SessionScore
 
 # The judge's four criteria (scoring/judge/replies.py's DIMENSIONS, once the parser is in).
 DIMENSIONS = ("logical_flow", "consistency", "tool_relevance", "synthesis_quality")
 
+COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
 DAY_US = 86_400_000_000
 EPOCH = dt.date(1970, 1, 1)
 # Days since the epoch of the session's start (UTC); sessions start after 1970, so the
@@ -101,8 +103,10 @@ def _score_histograms(filters: InsightFilters, value):
     return [(group, histogram, totals) for group, (histogram, totals) in groups.items()]
 
 
-def _attempt_totals(filters: InsightFilters, value):
-    return (
+def _attempt_totals(filters: InsightFilters, value) -> list[dict]:
+    """Per group: failed scorings, tokens and cost of every scoring (cost with the column's
+    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros)."""
+    totals = list(
         scorings(filters)
         .values(group=value)
         .annotate(
@@ -113,6 +117,10 @@ def _attempt_totals(filters: InsightFilters, value):
         )
         .order_by()
     )
+    for row in totals:
+        if row["cost_usd"] is not None:
+            row["cost_usd"] = Decimal(row["cost_usd"]).quantize(COST_QUANTUM)
+    return totals
 
 
 def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
@@ -124,7 +132,9 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
         bands[selectors.band_of(total).key] += count
     return {
         "sessions": sessions,
-        "mean_score": round(sum(total * count for total, count in values) / sessions, 2) if sessions else None,
+        "mean_score": round(sum(total * count for total, count in values) / sessions, 2)
+        if sessions
+        else None,
         "median_score": percentile(values, 0.5),
         "q1_score": percentile(values, 0.25),
         "q3_score": percentile(values, 0.75),

@@ -18,7 +18,9 @@ def scored(total: int, *names: str, **session_fields):
 
 def add_tools(score, *names: str) -> None:
     MissingTool.objects.bulk_create(
-        MissingTool(score=score, name=name, key=name.lower().replace(" ", "").replace("-", ""), position=position)
+        MissingTool(
+            score=score, name=name, key=name.lower().replace(" ", "").replace("-", ""), position=position
+        )
         for position, name in enumerate(names)
     )
 
@@ -70,7 +72,9 @@ def test_only_each_session_newest_completed_score_counts():
 
     rows = missing_tools_backlog(InsightFilters())
 
-    assert [(row["key"], row["sessions"], row["mean_score"], row["share"]) for row in rows] == [("newtool", 1, 70, 1.0)]
+    assert [(row["key"], row["sessions"], row["mean_score"], row["share"]) for row in rows] == [
+        ("newtool", 1, 70, 1.0)
+    ]
 
 
 def test_examples_are_the_newest_sessions_lacking_the_tool():

@@ -53,8 +53,22 @@ def test_figures_of_a_group_match_python_statistics_on_this_database():
 
 def test_a_session_counts_once_by_its_newest_completed_score():
     session = make_session()
-    make_score(session, total_score=20, scored_at_us=T0_US, input_tokens=100, output_tokens=10, cost_usd=Decimal("0.01"))
-    make_score(session, total_score=90, scored_at_us=T0_US + 1, input_tokens=200, output_tokens=20, cost_usd=Decimal("0.02"))
+    make_score(
+        session,
+        total_score=20,
+        scored_at_us=T0_US,
+        input_tokens=100,
+        output_tokens=10,
+        cost_usd=Decimal("0.01"),
+    )
+    make_score(
+        session,
+        total_score=90,
+        scored_at_us=T0_US + 1,
+        input_tokens=200,
+        output_tokens=20,
+        cost_usd=Decimal("0.02"),
+    )
     make_score(session, ScoringStatus.FAILED, scored_at_us=T0_US + 2, input_tokens=50, output_tokens=0)
 
     [row] = fleet_stats(InsightFilters(), "chain_id")
@@ -84,8 +98,14 @@ def test_a_group_with_only_failed_scorings_has_a_row_without_score_figures():
 
 
 def test_dimension_means_skip_scores_without_the_dimension():
-    make_score(make_session(), dimensions={"logical_flow": 10, "consistency": 20, "tool_relevance": 5, "synthesis_quality": None})
-    make_score(make_session(), dimensions={"logical_flow": 15, "consistency": 25, "tool_relevance": 6, "synthesis_quality": None})
+    make_score(
+        make_session(),
+        dimensions={"logical_flow": 10, "consistency": 20, "tool_relevance": 5, "synthesis_quality": None},
+    )
+    make_score(
+        make_session(),
+        dimensions={"logical_flow": 15, "consistency": 25, "tool_relevance": 6, "synthesis_quality": None},
+    )
     make_score(make_session(), dimensions=None)
 
     [row] = fleet_stats(InsightFilters(), "agent_type")
@@ -103,8 +123,14 @@ def test_groups_by_score_columns():
     make_score(make_session(), judge_model="gpt-5", prompt_hash="a" * 64, total_score=40)
     make_score(make_session(), judge_model="gemini", prompt_hash="b" * 64, total_score=80)
 
-    assert {key: row["mean_score"] for key, row in rows_by_key("judge_model").items()} == {"gemini": 80, "gpt-5": 40}
-    assert {key: row["sessions"] for key, row in rows_by_key("prompt_hash").items()} == {"a" * 64: 1, "b" * 64: 1}
+    assert {key: row["mean_score"] for key, row in rows_by_key("judge_model").items()} == {
+        "gemini": 80,
+        "gpt-5": 40,
+    }
+    assert {key: row["sessions"] for key, row in rows_by_key("prompt_hash").items()} == {
+        "a" * 64: 1,
+        "b" * 64: 1,
+    }
 
 
 def test_days_and_iso_weeks_of_the_session_start_in_utc():
