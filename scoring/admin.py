@@ -24,6 +24,7 @@ from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScor
 from scoring.templatetags.scoring_ui import (
     badge_html,
     criteria_label,
+    dimension_rows,
     us_datetime,
     utc_datetime,
 )
@@ -323,7 +324,7 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     fields = [
         "score_id", "session_link", "status", "score", "criteria", "judge_model", "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
-        "session_changed_view", "score_analysis_html", "missing_tools_html",
+        "dimensions_view", "missing_tool_names", "session_changed_view", "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
     readonly_fields = fields
     inlines = [ScoreReviewInline]
@@ -461,6 +462,15 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     @admin.display(description="Session changed since")
     def session_changed_view(self, score):
         return SESSION_CHANGED_TEXT[score.session_changed]
+
+    @admin.display(description="Criteria breakdown")
+    def dimensions_view(self, score):
+        rows = dimension_rows(score.dimensions)
+        return ", ".join(f"{criterion} {'-' if points is None else points}" for criterion, points in rows) or "-"
+
+    @admin.display(description="Missing tools named")
+    def missing_tool_names(self, score):
+        return ", ".join(tool.name for tool in score.missing_tools.all()) or "-"
 
     @admin.display(description="Score analysis")
     def score_analysis_html(self, score):

@@ -1,6 +1,7 @@
 """Reads: the queries behind the API and the pages. Nothing here writes."""
 
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -16,6 +17,7 @@ from scoring.judge.prompts import (
 )
 from scoring.models import (
     AlertSession,
+    MissingTool,
     ReviewVerdict,
     ScoreReview,
     ScoringEvent,
@@ -28,17 +30,32 @@ from scoring.models import (
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
     """Sessions newest first, without their investigation, with their newest score's
-    error (``with_latest_error``).
+    error (``with_latest_error``) and dimensions (``latest_dimensions``).
 
     The investigation columns can hold megabytes per session, and a list never
     shows them, so they are deferred.
     """
     sessions = with_latest_error(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
+    newest = SessionScore.objects.filter(pk=OuterRef("latest_score_id"))
+    sessions = sessions.annotate(latest_dimensions=Subquery(newest.values("dimensions")[:1]))
     sessions = sessions.order_by("-started_at_us", "-session_id")
     if status is not None:
         sessions = sessions.filter(status=status)
     if alert_type is not None:
         sessions = sessions.filter(alert_type=alert_type)
+    return sessions
+
+
+def with_latest_missing_tools(sessions: list[AlertSession]) -> list[AlertSession]:
+    """Give each session of a page its newest score's missing tools (``latest_missing_tools``,
+    their names in the judge's order), in one query."""
+    names = defaultdict(list)
+    score_ids = [session.latest_score_id for session in sessions if session.latest_score_id is not None]
+    tools = MissingTool.objects.filter(score_id__in=score_ids).order_by("score_id", "position")
+    for score_id, name in tools.values_list("score_id", "name"):
+        names[score_id].append(name)
+    for session in sessions:
+        session.latest_missing_tools = names.get(session.latest_score_id, [])
     return sessions
 
 
@@ -77,9 +94,9 @@ def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore
 
 
 def latest_score(session_id) -> SessionScore | None:
-    """The score of a session: its newest scoring, whatever its status."""
+    """The score of a session: its newest scoring, whatever its status, with its missing tools."""
     scores = with_session_digest(SessionScore.objects.filter(session_id=session_id))
-    return scores.order_by("-scored_at_us").first()
+    return scores.order_by("-scored_at_us").prefetch_related("missing_tools").first()
 
 
 def latest_score_columns() -> dict:
@@ -373,11 +390,11 @@ def alert_types() -> list[str]:
 
 
 def score_history(session_id) -> QuerySet[SessionScore]:
-    """Every scoring of a session, newest first, with its reviews and reviewers."""
+    """Every scoring of a session, newest first, with its reviews and reviewers and its missing tools."""
     return (
         with_session_digest(SessionScore.objects.filter(session_id=session_id))
         .order_by("-scored_at_us")
-        .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")))
+        .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")), "missing_tools")
     )
 
 

@@ -11,6 +11,7 @@ import enum
 import logging
 import math
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
@@ -18,7 +19,7 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 
 from scoring import selectors
 from scoring.jobs import queue
-from scoring.judge import conversation, errors, injection, llm, rendering
+from scoring.judge import conversation, errors, injection, llm, rendering, replies
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     AlertSession,
@@ -407,6 +408,7 @@ def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None
         score_id,
         Status.COMPLETED,
         event_fields={"total_score": result.total_score},
+        in_transaction=lambda completed: store_reply_structure([completed]),
         total_score=result.total_score,
         score_analysis=result.score_analysis,
         missing_tools_analysis=result.missing_tools_analysis,
@@ -421,6 +423,77 @@ def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None
     return score
 
 
+def store_reply_structure(scores) -> list:
+    """Store what ``judge.replies`` reads from these completed scores' text, inside the
+    caller's transaction, replacing what an earlier reading stored: ``dimensions``, the
+    breakdown's warning (in ``warnings``, beside the injection findings) and the
+    ``missing_tools`` rows, which are returned. The score objects are updated too.
+
+    The scores may be of a migration's historical model: the tools' model is the one
+    their ``missing_tools`` relation points to, so ``0013_parse_backfill`` runs this too.
+    """
+    if not scores:
+        return []
+    score_model = type(scores[0])
+    tool_model = score_model._meta.get_field("missing_tools").related_model
+    tools = []
+    for score in scores:
+        score.dimensions = replies.parse_dimensions(score.score_analysis)
+        warning = replies.breakdown_warning(score.dimensions, score.total_score)
+        score.warnings = [text for text in score.warnings or [] if not replies.is_breakdown_warning(text)]
+        score.warnings += [warning] if warning else []
+        tools += [
+            tool_model(score=score, name=tool.name, key=tool.key, position=position)
+            for position, tool in enumerate(replies.parse_missing_tools(score.missing_tools_analysis))
+        ]
+    score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
+    tool_model.objects.filter(score__in=scores).delete()
+    return tool_model.objects.bulk_create(tools)
+
+
+# Scores read per transaction by ``read_stored_replies``.
+READ_REPLIES_BATCH = 500
+
+
+@dataclass
+class RepliesRead:
+    """What ``read_stored_replies`` did."""
+
+    scores: int = 0  # completed scores read
+    with_dimensions: int = 0  # of them, those with a criteria breakdown
+    with_warning: int = 0  # those whose breakdown does not back the total
+    with_missing_tools: int = 0  # those naming at least one missing tool
+    missing_tools: int = 0  # the tools named, in all
+
+
+def read_stored_replies(score_model=SessionScore, *, every_score: bool = False) -> RepliesRead:
+    """Read the dimensions and missing tools of completed scores stored before they were
+    read at completion (``store_reply_structure``): those with neither, or with
+    ``every_score`` all of them (after the parsers changed). Idempotent: reading a score
+    again replaces what the last reading stored. ``score_model`` is a migration's
+    historical ``SessionScore``, or the current one. A transaction per batch of scores.
+    """
+    scores = score_model.objects.filter(status=Status.COMPLETED).order_by("pk")
+    if not every_score:
+        scores = scores.filter(dimensions__isnull=True, missing_tools__isnull=True)
+    scores = scores.only("pk", "score_analysis", "missing_tools_analysis", "total_score", "warnings")
+    read = RepliesRead()
+    last_pk = None
+    while True:
+        with transaction.atomic():
+            page = scores if last_pk is None else scores.filter(pk__gt=last_pk)
+            batch = list(page[:READ_REPLIES_BATCH])
+            tools = store_reply_structure(batch)
+        if not batch:
+            return read
+        last_pk = batch[-1].pk
+        read.scores += len(batch)
+        read.with_dimensions += sum(score.dimensions is not None for score in batch)
+        read.with_warning += sum(any(map(replies.is_breakdown_warning, score.warnings)) for score in batch)
+        read.with_missing_tools += len({tool.score_id for tool in tools})
+        read.missing_tools += len(tools)
+
+
 def fail_scoring(score_id, reason: str) -> SessionScore | None:
     """Mark an active score failed with ``reason``; None if it was not active."""
     return _transition(
@@ -432,10 +505,13 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
     )
 
 
-def _transition(score_id, to_status: str, *, event_fields: dict | None = None, **values) -> SessionScore | None:
+def _transition(
+    score_id, to_status: str, *, event_fields: dict | None = None, in_transaction=None, **values
+) -> SessionScore | None:
     """Move a score to ``to_status`` if the move is allowed from its current
     status, and store the event that reports it; return the updated score, or
-    None (changing nothing) if the move is not allowed.
+    None (changing nothing) if the move is not allowed. ``in_transaction(score)``
+    writes what goes with the move, in its transaction.
 
     A failed database write is retried once on a fresh connection, so a
     database restart mid-job does not strand the score.
@@ -443,7 +519,10 @@ def _transition(score_id, to_status: str, *, event_fields: dict | None = None, *
 
     def write() -> SessionScore | None:
         with transaction.atomic():
-            return _move(score_id, to_status, event_fields=event_fields, **values)
+            score = _move(score_id, to_status, event_fields=event_fields, **values)
+            if score is not None and in_transaction is not None:
+                in_transaction(score)
+            return score
 
     return _retrying_once(write, f"writing score {score_id} as {to_status}")
 

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from scoring import services
 from scoring.models import AlertSession, ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 
@@ -211,6 +212,26 @@ def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client)
     assert "64 · Weak" in page and "current (" in page
     assert "12,345 / 678" in page and "0.123456" in page and "openai/gpt-5" in page
     assert "30 s" in page  # started -> completed
+
+
+def test_score_page_shows_the_criteria_breakdown_and_the_missing_tools_named(admin_client):
+    breakdown = make_score(
+        make_session(),
+        total_score=70,
+        score_analysis="Logical Flow: 15/25\nConsistency: 18/25\nTool Relevance: 14/25\nSynthesis Quality: 13/25",
+        missing_tools_analysis="1. **pods_log**\n2. **events_list**",
+    )
+    services.store_reply_structure([breakdown])
+    neither = make_score(make_session(), score_analysis="Prose.", missing_tools_analysis="None.")
+
+    page = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[breakdown.score_id])).content.decode()
+    empty = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[neither.score_id])).content.decode()
+
+    assert "Logical Flow 15, Consistency 18, Tool Relevance 14, Synthesis Quality 13" in page
+    assert "pods_log, events_list" in page
+    assert "score breakdown: the four criteria add up to 60, not to the total score 70" in page
+    assert re.search(r"Criteria breakdown:</label>\s*<div class=\"readonly\">-</div>", empty)
+    assert re.search(r"Missing tools named:</label>\s*<div class=\"readonly\">-</div>", empty)
 
 
 def test_scores_are_read_only_even_for_superusers(admin_client):

@@ -160,3 +160,47 @@ def test_migrating_copies_each_sessions_newest_score_onto_it():
         assert migrated.objects.values_list(*columns).get(pk=never.pk) == (None, None, None, None)
     finally:
         call_command("migrate", "scoring", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_reads_the_dimensions_and_missing_tools_of_completed_scores():
+    before, after = [("scoring", "0012_insight_fields")], [("scoring", "0013_parse_backfill")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
+        session = sessions.objects.create(session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1)
+        common = {"session": session, "score_triggered_by": "bob", "started_at_us": 1, "prompt_hash": "a" * 64}
+        completed = scores.objects.create(
+            **common,
+            scored_at_us=1,
+            status="completed",
+            total_score=61,
+            score_analysis="Logical Flow: 15/25\nConsistency: 18/25\nTool Relevance: 14/25\nSynthesis Quality: 13/25",
+            missing_tools_analysis="1. **kubectl-logs** - the last output\n2. **read_file** - the script",
+        )
+        failed = scores.objects.create(**common, scored_at_us=2, status="failed", error_message="timed out")
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        new = executor.loader.project_state(after).apps
+        migrated, tools = new.get_model("scoring", "SessionScore"), new.get_model("scoring", "MissingTool")
+
+        assert migrated.objects.get(pk=completed.pk).dimensions == {
+            "logical_flow": 15,
+            "consistency": 18,
+            "tool_relevance": 14,
+            "synthesis_quality": 13,
+        }
+        assert migrated.objects.get(pk=completed.pk).warnings == [
+            "score breakdown: the four criteria add up to 60, not to the total score 61"
+        ]
+        assert list(tools.objects.filter(score_id=completed.pk).values_list("position", "name", "key")) == [
+            (0, "kubectl-logs", "kubectl-logs"),
+            (1, "read_file", "read-file"),
+        ]
+        assert migrated.objects.get(pk=failed.pk).dimensions is None
+        assert not tools.objects.filter(score_id=failed.pk).exists()
+    finally:
+        call_command("migrate", "scoring", verbosity=0)

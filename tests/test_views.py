@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scoring import selectors, views
+from scoring import selectors, services, views
 from scoring.judge import rendering
 from scoring.models import AlertSession, ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
@@ -309,6 +309,42 @@ def test_completed_score_shows_analyses_criteria_history_and_reviews(admin_clien
     assert history.index("77 · Good") < history.index("40 · Poor")
     assert "obsolete" in history and "admin: disagree (60)" in history
     assert "Re-score</button>" in view
+
+
+@pytest.mark.django_db
+def test_completed_score_shows_its_criteria_breakdown_and_the_missing_tools_named(admin_client):
+    session = make_session()
+    score = make_score(
+        session,
+        total_score=50,
+        score_analysis="Logical Flow: 15/25\nConsistency: 18/25\nSynthesis Quality: 13/25",
+        missing_tools_analysis="1. **pods_log** - the output\n2. `read-file` - the script",
+    )
+    services.store_reply_structure([score])
+
+    view = score_view(admin_client, session)
+
+    rows = re.findall(r"<tr><td>([^<]+)</td><td data-dimension>(.*?)</td></tr>", view)
+    assert rows == [
+        ("Logical Flow", "15/25"),
+        ("Consistency", "18/25"),
+        ("Tool Relevance", '<span class="muted">not given</span>'),
+        ("Synthesis Quality", "13/25"),
+    ]
+    assert "Breakdown: no points found for Tool Relevance." in view
+    tools = view[view.index('id="missing-tools"') :]
+    assert re.findall(r"<li><code>([^<]+)</code></li>", tools)[:2] == ["pods_log", "read-file"]
+
+
+@pytest.mark.django_db
+def test_a_score_without_a_breakdown_or_tools_shows_neither(admin_client):
+    session = make_session()
+    make_score(session, score_analysis="Prose only.", missing_tools_analysis="No critical missing tools identified.")
+
+    view = score_view(admin_client, session)
+
+    assert "data-dimension" not in view and "missing-tool-names" not in view
+    assert "Breakdown:" not in view and "No critical missing tools identified." in view
 
 
 @pytest.mark.django_db

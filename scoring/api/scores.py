@@ -15,6 +15,7 @@ from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.sessions import NO_SUCH_SESSION
 from scoring.api.throttles import ScoreRequestThrottle
+from scoring.judge.replies import DIMENSION_LABELS, DIMENSIONS, MAX_POINTS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 
@@ -24,15 +25,44 @@ class ScoreRequestSerializer(serializers.Serializer):
     )
 
 
+DimensionsSerializer = type(
+    "DimensionsSerializer",
+    (serializers.Serializer,),
+    {
+        key: serializers.IntegerField(
+            min_value=0,
+            max_value=MAX_POINTS,
+            allow_null=True,
+            help_text=f"{DIMENSION_LABELS[key]}: points out of {MAX_POINTS}; null when the judge gave none.",
+        )
+        for key in DIMENSIONS
+    },
+)
+DIMENSIONS_HELP = (
+    f"The judge's points for each of the four criteria (0-{MAX_POINTS} each), read from its analysis "
+    "(the breakdown the score prompt asks for); null when the analysis has none, or the score is not completed."
+)
+MISSING_TOOLS_HELP = (
+    "The tools the judge's second turn says the investigation should have used, as the judge wrote "
+    "them, in its order; empty when it named none, or the score is not completed."
+)
+
+
 class ScoreSerializer(serializers.ModelSerializer):
     session_id = serializers.UUIDField(read_only=True)
     warnings = serializers.ListField(
         child=serializers.CharField(),
         read_only=True,
         help_text=(
-            "Instruction-like text found in the session's data (a possible prompt injection), "
-            "one short description each, with where it was found. Empty when none was found."
+            "What to check before trusting the score, one short description each; empty when nothing. "
+            "Instruction-like text found in the session's data (a possible prompt injection), with where "
+            "it was found; and a line starting `score breakdown: ` when the judge's criteria breakdown "
+            "lacks a criterion or does not add up to its total."
         ),
+    )
+    dimensions = DimensionsSerializer(read_only=True, allow_null=True, help_text=DIMENSIONS_HELP)
+    missing_tools = serializers.SlugRelatedField(
+        many=True, read_only=True, slug_field="name", help_text=MISSING_TOOLS_HELP
     )
     investigation_digest = serializers.CharField(
         read_only=True,
@@ -76,6 +106,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             "input_tokens",
             "output_tokens",
             "cost_usd",
+            "dimensions",
+            "missing_tools",
             "warnings",
             "investigation_digest",
             "session_changed_since_score",
@@ -107,6 +139,39 @@ class ScoreAcceptedSerializer(serializers.ModelSerializer):
 _SCORE = ScoreSerializer()
 _SCORE_ACCEPTED = ScoreAcceptedSerializer()
 
+COMPLETED_SCORE_EXAMPLE = OpenApiExample(
+    "A completed score",
+    response_only=True,
+    status_codes=["200"],
+    value={
+        "score_id": "0b6f3c1e-8a4d-4f1b-9a57-2c1d9e7b5a10",
+        "session_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        "status": "completed",
+        "prompt_hash": "3f5a" + "0" * 60,
+        "total_score": 62,
+        "score_analysis": "The agent listed the pods ... however, it never read the crashed container's "
+        "logs ...\n\n**Score breakdown:**\n* Logical Flow: 16/25\n* Consistency: 15/25\n"
+        "* Tool Relevance: 13/25\n* Synthesis Quality: 14/25",
+        "missing_tools_analysis": "1. **kubectl-logs**: the previous container's output ...\n"
+        "2. **kubectl-get-events**: why the kubelet killed it ...",
+        "error_message": None,
+        "score_triggered_by": "alice",
+        "scored_at_us": 1763900000000000,
+        "started_at_us": 1763900000500000,
+        "completed_at_us": 1763900042000000,
+        "current_prompt_used": True,
+        "judge_model": "gemini/gemini-2.5-pro",
+        "input_tokens": 18500,
+        "output_tokens": 1240,
+        "cost_usd": "0.0355000000",
+        "dimensions": {"logical_flow": 16, "consistency": 15, "tool_relevance": 13, "synthesis_quality": 14},
+        "missing_tools": ["kubectl-logs", "kubectl-get-events"],
+        "warnings": ["score breakdown: the four criteria add up to 58, not to the total score 62"],
+        "investigation_digest": "9d2c" + "0" * 60,
+        "session_changed_since_score": False,
+    },
+)
+
 ConflictSerializer = inline_serializer(
     "ScoringConflict",
     {"detail": serializers.CharField(), "score_id": serializers.UUIDField(), "status": serializers.CharField()},
@@ -136,6 +201,7 @@ class SessionScoreViewSet(viewsets.ViewSet):
         summary="Get the session's score",
         description="The newest scoring of the session, whatever its status.",
         responses={200: ScoreSerializer, **_ERRORS},
+        examples=[COMPLETED_SCORE_EXAMPLE],
     )
     def retrieve(self, request, session_id: str):
         parsed_id = _parse_session_id(session_id)

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
+from scoring.api.scores import DIMENSIONS_HELP, MISSING_TOOLS_HELP, DimensionsSerializer
 from scoring.models import AlertSession, ScoringStatus, SessionStatus
 from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
 
@@ -85,6 +86,10 @@ class LatestScoreSerializer(serializers.Serializer):
     )
     error_message = serializers.CharField(
         source="latest_error_message", allow_null=True, help_text="Why it failed; null unless failed."
+    )
+    dimensions = DimensionsSerializer(source="latest_dimensions", allow_null=True, help_text=DIMENSIONS_HELP)
+    missing_tools = serializers.ListField(
+        child=serializers.CharField(), source="latest_missing_tools", help_text=MISSING_TOOLS_HELP
     )
 
     def get_attribute(self, instance):
@@ -257,7 +262,7 @@ class SessionViewSet(viewsets.GenericViewSet):
             status=query.validated_data.get("status") or None,
             alert_type=query.validated_data.get("alert_type") or None,
         )
-        page = self.paginate_queryset(sessions)
+        page = selectors.with_latest_missing_tools(self.paginate_queryset(sessions))
         return self.get_paginated_response(SessionListItemSerializer(page, many=True).data)
 
     def retrieve(self, request, session_id=None):

@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
 from scoring.selectors import SCORE_BANDS, band_of, is_current_criteria, scoring_input_tokens
@@ -135,3 +136,18 @@ def band_meaning(total_score) -> str:
 @register.filter
 def criteria_label(prompt_hash) -> str:
     return "current" if is_current_criteria(prompt_hash) else "obsolete"
+
+
+@register.filter
+def dimension_rows(dimensions: dict | None) -> list[tuple[str, int | None]]:
+    """A score's criteria breakdown as (criterion, points or None) in the prompt's order;
+    empty when the judge gave none."""
+    if not dimensions:
+        return []
+    return [(DIMENSION_LABELS[key], dimensions.get(key)) for key in DIMENSIONS]
+
+
+@register.filter
+def breakdown_warnings(warnings: list[str] | None) -> list[str]:
+    """The warnings about the criteria breakdown, without their prefix; not the injection findings."""
+    return [warning.removeprefix(BREAKDOWN_WARNING_PREFIX) for warning in warnings or [] if is_breakdown_warning(warning)]

@@ -44,6 +44,20 @@ def test_get_score_documents_its_body_and_errors(schema):
     assert "current_prompt_used" in body_schema(schema, get, "200")["properties"]
 
 
+def test_a_scores_dimensions_and_missing_tools_are_documented_with_an_example(schema):
+    get = schema["paths"][SCORE_PATH]["get"]
+    score = body_schema(schema, get, "200")["properties"]
+    dimensions = score["dimensions"]
+    assert dimensions.get("nullable") is True or {"type": "null"} in dimensions.get("oneOf", [])
+    criteria = resolve(schema, (dimensions.get("allOf") or dimensions.get("oneOf") or [dimensions])[0])
+    assert set(criteria["properties"]) == {"logical_flow", "consistency", "tool_relevance", "synthesis_quality"}
+    assert criteria["properties"]["logical_flow"]["maximum"] == 25
+    assert score["missing_tools"]["items"]["type"] == "string"
+    (example,) = get["responses"]["200"]["content"]["application/json"]["examples"].values()
+    assert set(example["value"]) == set(score)
+    assert example["value"]["missing_tools"] == ["kubectl-logs", "kubectl-get-events"]
+
+
 def test_swagger_ui_is_served_from_our_own_static_files():
     page = APIClient().get("/api/docs/")
     assert page.status_code == 200
@@ -69,7 +83,8 @@ def test_the_session_list_documents_each_sessions_heading_and_newest_score(schem
     assert latest.get("nullable") is True or {"type": "null"} in latest.get("oneOf", [])
     score = resolve(schema, (latest.get("allOf") or latest.get("oneOf") or [latest])[0])
     assert set(score["properties"]) == {
-        "score_id", "status", "total_score", "band", "current_prompt_used", "error_message"
+        "score_id", "status", "total_score", "band", "current_prompt_used", "error_message", "dimensions",
+        "missing_tools",
     }  # fmt: skip
     band = resolve(schema, score["properties"]["band"])
     assert set(resolve(schema, (band.get("oneOf") or band.get("allOf") or [band])[0])["enum"]) == {

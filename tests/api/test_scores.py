@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from scoring import services
 from scoring.judge.prompts import PROMPT_HASH
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import MissingTool, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session, proxy_client
 
 pytestmark = pytest.mark.django_db
@@ -247,7 +247,7 @@ def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(opera
     assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000
 
 
-def test_reading_a_score_takes_one_query_once_the_caller_is_known():
+def test_reading_a_score_takes_two_queries_once_the_caller_is_known():
     session = make_session()
     make_score(session)
     client = proxy_client()
@@ -257,7 +257,31 @@ def test_reading_a_score_takes_one_query_once_the_caller_is_known():
         response = client.get(f"/api/v1/scoring/sessions/{session.session_id}/score")
 
     assert response.status_code == 200
-    assert len(queries) == 1, [query["sql"] for query in queries]
+    # The score, and its missing tools.
+    assert len(queries) == 2, [query["sql"] for query in queries]
+
+
+def test_a_completed_score_has_its_dimensions_and_missing_tools(operator_client):
+    session = make_session()
+    dimensions = {"logical_flow": 15, "consistency": 18, "tool_relevance": None, "synthesis_quality": 13}
+    score = make_score(session, dimensions=dimensions)
+    MissingTool.objects.create(score=score, name="events_list", key="events-list", position=1)
+    MissingTool.objects.create(score=score, name="`kubectl logs`", key="kubectl-logs", position=0)
+    make_score(make_session(), dimensions=None)  # another session's score
+
+    data = operator_client.get(url(session.session_id)).json()
+
+    assert data["dimensions"] == dimensions
+    assert data["missing_tools"] == ["`kubectl logs`", "events_list"]
+
+
+def test_a_score_with_no_breakdown_and_no_tools_says_so(operator_client):
+    session = make_session()
+    make_score(session, "failed")
+
+    data = operator_client.get(url(session.session_id)).json()
+
+    assert (data["dimensions"], data["missing_tools"]) == (None, [])
 
 
 def test_a_scoring_whose_wake_up_cannot_be_queued_stays_pending_for_polling_workers(transactional_db):

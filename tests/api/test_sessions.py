@@ -8,11 +8,12 @@ from django.test.utils import CaptureQueriesContext
 
 from scoring import selectors, services
 from scoring.api.sessions import SessionDetailSerializer
-from scoring.models import AlertSession, SessionWrite
+from scoring.models import AlertSession, MissingTool, SessionWrite
 from tests.support.api import STARTED_AT_US, session_document
 from tests.support.factories import T0_US, make_score, make_session
 
 SESSIONS_URL = "/api/v1/sessions/"
+DIMENSIONS = {"logical_flow": 15, "consistency": 18, "tool_relevance": 14, "synthesis_quality": 13}
 STATUS_LIST = "pending, in_progress, paused, canceling, completed, failed, cancelled, timed_out"
 
 
@@ -169,7 +170,9 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
     make_session(started_at_us=T0_US + 4, alert_data={"alert": "KubeHpaMaxedOut", "message": "At max."})
     good = make_session(started_at_us=T0_US + 3, alert_data={"description": "Namespace stuck"})
     make_score(good, total_score=40, scored_at_us=T0_US)
-    make_score(good, total_score=88, prompt_hash="e" * 64)
+    newest_good = make_score(good, total_score=88, prompt_hash="e" * 64, dimensions=DIMENSIONS)
+    MissingTool.objects.create(score=newest_good, name="pods_log", key="pods-log", position=1)
+    MissingTool.objects.create(score=newest_good, name="Read File", key="read-file", position=0)
     failed = make_session(started_at_us=T0_US + 2)
     make_score(failed, "failed", error_message="judge LLM timed out after 3 attempts")
     running = make_session(started_at_us=T0_US + 1)
@@ -178,8 +181,9 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
     with CaptureQueriesContext(connection) as queries:
         items = api_client.get(SESSIONS_URL).json()["results"]
 
-    # The count and the page: not a query per session.
+    # The count and the page, and the page's missing tools: not a query per session.
     assert len([query for query in queries.captured_queries if "session_scores" in query["sql"]]) == 1
+    assert len([query for query in queries.captured_queries if "score_missing_tools" in query["sql"]]) == 1
     headings = [(item["alert_title"], item["alert_summary"]) for item in items]
     assert headings[:2] == [("KubeHpaMaxedOut", "At max."), ("kubernetes", "Namespace stuck")]
     assert [item["latest_score"] for item in items] == [
@@ -191,6 +195,8 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
             "band": "good",
             "current_prompt_used": False,
             "error_message": None,
+            "dimensions": DIMENSIONS,
+            "missing_tools": ["Read File", "pods_log"],
         },
         {
             "score_id": str(failed.scores.get().score_id),
@@ -199,6 +205,8 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
             "band": None,
             "current_prompt_used": True,
             "error_message": "judge LLM timed out after 3 attempts",
+            "dimensions": None,
+            "missing_tools": [],
         },
         {
             "score_id": str(running.scores.get().score_id),
@@ -207,6 +215,8 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
             "band": None,
             "current_prompt_used": True,
             "error_message": None,
+            "dimensions": None,
+            "missing_tools": [],
         },
     ]
 
