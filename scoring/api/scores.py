@@ -13,7 +13,6 @@ from rest_framework.response import Response
 
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
-from scoring.api.sessions import NO_SUCH_SESSION
 from scoring.api.throttles import ScoreRequestThrottle
 from scoring.judge.replies import DIMENSION_LABELS, DIMENSIONS, MAX_POINTS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
@@ -276,7 +275,11 @@ class SessionScoreHistoryView(generics.ListAPIView):
             "(a re-score adds a scoring, it never replaces one), 50 a page. An existing session never "
             "scored has an empty list."
         ),
-        responses={200: ScoreSerializer(many=True), **_ERRORS, 404: NO_SUCH_SESSION},
+        responses={
+            200: ScoreSerializer(many=True),
+            **_ERRORS,
+            404: OpenApiResponse(DetailErrorSerializer, description="No session with this id (or it is not a UUID)."),
+        },
     )
     def get(self, request, session_id: str):
         parsed_id = _parse_session_id(session_id)

@@ -13,14 +13,12 @@ from decimal import Decimal
 
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, NullIf
 
 from scoring import selectors
 from scoring.insights.filters import InsightFilters, latest_completed_scores, scorings
+from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus, SessionScore
-
-# The judge's four criteria (scoring/judge/replies.py's DIMENSIONS, once the parser is in).
-DIMENSIONS = ("logical_flow", "consistency", "tool_relevance", "synthesis_quality")
 
 COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
 DAY_US = 86_400_000_000
@@ -82,11 +80,11 @@ def _score_histograms(filters: InsightFilters, value):
     """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed score."""
     dimension_sums = {}
     for name in DIMENSIONS:
-        points = Cast(KT(f"dimensions__{name}"), FloatField())
-        # A dimension the judge did not give is absent or JSON null: skipped.
-        given = Q(**{f"dimensions__{name}__isnull": False}) & ~Q(**{f"dimensions__{name}": None})
-        dimension_sums[f"{name}__sum"] = Sum(points, filter=given)
-        dimension_sums[f"{name}__n"] = Count(points, filter=given)
+        # A criterion the judge gave no points for is absent or JSON null: SQL NULL here
+        # (SQLite reads JSON null as the text 'null'), so the sum and count skip it.
+        points = Cast(NullIf(KT(f"dimensions__{name}"), Value("null")), FloatField())
+        dimension_sums[f"{name}__sum"] = Sum(points)
+        dimension_sums[f"{name}__n"] = Count(points)
     cells = (
         latest_completed_scores(filters)
         .values("total_score", group=value)
