@@ -3,6 +3,8 @@
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from scoring import selectors
@@ -37,6 +39,19 @@ def test_every_scoring_newest_first_as_the_score_endpoint_shows_each(operator_cl
     )
     assert data["results"][1]["error_message"] == "judge LLM timed out"
     assert data["results"][2]["total_score"] == 40
+
+
+def test_the_queries_do_not_grow_with_the_scorings(operator_client):
+    def queries_for(scorings: int) -> int:
+        session = make_session()
+        for at in range(scorings):
+            make_score(session, scored_at_us=at)
+        operator_client.get(url(session.session_id))  # the proxy user, once
+        with CaptureQueriesContext(connection) as queries:
+            assert operator_client.get(url(session.session_id)).status_code == 200
+        return len(queries)
+
+    assert queries_for(1) == queries_for(5)
 
 
 def test_pages_of_fifty(operator_client):
