@@ -220,7 +220,10 @@ class MissingTool(models.Model):
         ordering = ["score", "position"]
         indexes = [models.Index(fields=["key"], name="ix_score_missing_tools_key")]
         constraints = [
-            models.UniqueConstraint(fields=["score", "position"], name="uq_score_missing_tools_position")
+            models.UniqueConstraint(fields=["score", "position"], name="uq_score_missing_tools_position"),
+            # A tool counts once per score (the parser keeps each key once): the backlog
+            # counts sessions by counting rows.
+            models.UniqueConstraint(fields=["score", "key"], name="uq_score_missing_tools_key"),
         ]
 
     def __str__(self) -> str:

@@ -433,7 +433,7 @@ def store_reply_structure(scores) -> list:
     ``missing_tools`` rows, which are returned. The score objects are updated too.
 
     The scores may be of a migration's historical model: the tools' model is the one
-    their ``missing_tools`` relation points to, so ``0013_parse_backfill`` runs this too.
+    their ``missing_tools`` relation points to, so ``0016_parse_backfill`` runs this too.
     """
     if not scores:
         return []

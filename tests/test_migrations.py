@@ -164,7 +164,7 @@ def test_migrating_copies_each_sessions_newest_score_onto_it():
 
 @pytest.mark.django_db(transaction=True)
 def test_migrating_reads_the_dimensions_and_missing_tools_of_completed_scores():
-    before, after = [("scoring", "0012_insight_fields")], [("scoring", "0013_parse_backfill")]
+    before, after = [("scoring", "0015_stats_missing_tool_key")], [("scoring", "0016_parse_backfill")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     try:

@@ -1,4 +1,5 @@
-"""``/api/v1/scoring/sessions/{session_id}/score``: request and read a session's score.
+"""``/api/v1/scoring/sessions/{session_id}/score``: request and read a session's score;
+``.../scores``: every scoring of it.
 
 Behaviour is EP-0028's "API Usage" section (the README links it), status table included.
 """
@@ -6,7 +7,7 @@ Behaviour is EP-0028's "API Usage" section (the README links it), status table i
 import uuid
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status, viewsets
+from rest_framework import generics, serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
@@ -282,3 +283,31 @@ class SessionScoreViewSet(viewsets.ViewSet):
         if score.status in ScoringStatus.active_values():
             return Response(_SCORE_ACCEPTED.to_representation(score), status=status.HTTP_202_ACCEPTED)
         return Response(_SCORE.to_representation(score), status=status.HTTP_200_OK)
+
+
+class SessionScoreHistoryView(generics.ListAPIView):
+    """Every scoring of one session, newest first."""
+
+    # Used only to describe the list in the schema; reads go through selectors.
+    queryset = SessionScore.objects.none()
+    serializer_class = ScoreSerializer
+
+    @extend_schema(
+        summary="List the session's scorings, newest first",
+        description=(
+            "Every scoring of the session, whatever its status: re-scores and failed attempts too "
+            "(a re-score adds a scoring, it never replaces one), 50 a page. An existing session never "
+            "scored has an empty list."
+        ),
+        responses={
+            200: ScoreSerializer(many=True),
+            **_ERRORS,
+            404: OpenApiResponse(DetailErrorSerializer, description="No session with this id (or it is not a UUID)."),
+        },
+    )
+    def get(self, request, session_id: str):
+        parsed_id = _parse_session_id(session_id)
+        if not selectors.session_exists(parsed_id):
+            raise NotFound(selectors.no_such_session(parsed_id))
+        page = self.paginate_queryset(selectors.score_history(parsed_id))
+        return self.get_paginated_response([_SCORE.to_representation(score) for score in page])

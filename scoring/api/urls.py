@@ -2,9 +2,10 @@ from django.urls import include, path, reverse
 from rest_framework import routers
 
 from scoring.api.agreement import AgreementView
-from scoring.api.reviews import ScoreReviewsView
+from scoring.api.insights import FleetStatsView, MissingToolsView
 from scoring.api.reports import ReportDetailView, ReportListView
-from scoring.api.scores import SessionScoreViewSet
+from scoring.api.reviews import ScoreReviewsView
+from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
 SESSION_ID_PLACEHOLDER = "{session_id}"
@@ -45,6 +46,9 @@ session_score = SessionScoreViewSet.as_view({"get": "retrieve", "post": "create"
 urlpatterns = [
     path("", include(router.urls)),
     path("scoring/sessions/<str:session_id>/score", session_score, name="session-score"),
+    path("scoring/sessions/<str:session_id>/scores", SessionScoreHistoryView.as_view(), name="session-scores"),
+    path("scoring/stats/", FleetStatsView.as_view(), name="fleet-stats"),
+    path("scoring/missing-tools/", MissingToolsView.as_view(), name="missing-tools"),
     path("scoring/scores/<str:score_id>/reviews", ScoreReviewsView.as_view(), name="score-reviews"),
     path("scoring/agreement/", AgreementView.as_view(), name="agreement"),
     path("scoring/reports/", ReportListView.as_view(), name="insight-reports"),

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scoring', '0012_insight_fields'),
+        ('scoring', '0013_samples_unstable_index'),
     ]
 
     operations = [

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("scoring", "0012_insight_fields"),
+        ("scoring", "0015_stats_missing_tool_key"),
     ]
 
     operations = [migrations.RunPython(read_stored_replies, migrations.RunPython.noop)]

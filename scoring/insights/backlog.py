@@ -1,0 +1,96 @@
+"""The missing-tools backlog: which tools the judge says the selected sessions lacked, most
+often first (docs/insights.md, "Missing-tools backlog"). Counted from ``MissingTool`` rows
+of each session's newest completed score, by the normalised ``key``."""
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, F, Sum, Window
+from django.db.models.functions import RowNumber
+
+from scoring.insights.filters import InsightFilters, latest_completed_scores
+
+EXAMPLES_PER_TOOL = 5
+
+
+def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> list[dict]:
+    """One row per missing tool, the tools lacked by most sessions first (then by key),
+    at most ``limit`` of them.
+
+    A score names each key once (``uq_score_missing_tools_key``), so its rows are sessions:
+    one grouped query counts them per key, spelling, alert type and chain, with the sum of
+    their totals, and the rows per key are added up here.
+    """
+    selected = latest_completed_scores(filters)
+    # From the scores' side, so that the selection is read once; one filter() call per
+    # query, so that each joins the tools once.
+    cells = (
+        selected.filter(missing_tools__isnull=False)
+        .values("missing_tools__key", "missing_tools__name", "session__alert_type", "session__chain_id")
+        .annotate(sessions=Count("missing_tools"), score_sum=Sum("total_score"))
+    )
+    by_key: dict[str, _Tool] = defaultdict(_Tool)
+    for cell in cells.order_by():
+        tool = by_key[cell["missing_tools__key"]]
+        tool.sessions += cell["sessions"]
+        tool.score_sum += cell["score_sum"]
+        tool.spellings[cell["missing_tools__name"]] += cell["sessions"]
+        tool.alert_types[cell["session__alert_type"]] += cell["sessions"]
+        tool.chains[cell["session__chain_id"]] += cell["sessions"]
+    ranked = sorted(by_key, key=lambda key: (-by_key[key].sessions, key))[:limit]
+    if not ranked:
+        return []
+    total_sessions = selected.count()
+    with_tools = (
+        selected.filter(missing_tools__key__in=ranked)
+        if limit
+        else selected.filter(missing_tools__isnull=False)
+    )
+    examples = _newest_sessions(with_tools)
+    return [
+        {
+            "tool": _by_frequency(by_key[key].spellings)[0],
+            "key": key,
+            "sessions": by_key[key].sessions,
+            "share": round(by_key[key].sessions / total_sessions, 4),
+            "mean_score": round(by_key[key].score_sum / by_key[key].sessions, 2),
+            "alert_types": _by_frequency(by_key[key].alert_types),
+            "chains": _by_frequency(by_key[key].chains),
+            "example_session_ids": examples[key],
+        }
+        for key in ranked
+    ]
+
+
+@dataclass
+class _Tool:
+    """What the grouped rows say of one key."""
+
+    sessions: int = 0
+    score_sum: int = 0
+    spellings: Counter = field(default_factory=Counter)
+    alert_types: Counter = field(default_factory=Counter)
+    chains: Counter = field(default_factory=Counter)
+
+
+def _by_frequency(counter: Counter) -> list[str]:
+    """The values, the most frequent first (then in sort order); empty values (a session
+    without a chain) left out."""
+    return sorted((value for value in counter if value), key=lambda value: (-counter[value], value))
+
+
+def _newest_sessions(scores) -> dict[str, list]:
+    """Per key, up to EXAMPLES_PER_TOOL sessions lacking it, the most recently started first
+    (``scores`` joined to their tools)."""
+    rank = Window(
+        RowNumber(),
+        partition_by=F("missing_tools__key"),
+        order_by=[F("session__started_at_us").desc(), F("session_id").desc()],
+    )
+    newest = scores.annotate(rank=rank).filter(rank__lte=EXAMPLES_PER_TOOL)
+    examples = defaultdict(list)
+    for key, session_id in newest.order_by("missing_tools__key", "rank").values_list(
+        "missing_tools__key", "session_id"
+    ):
+        examples[key].append(session_id)
+    return examples
