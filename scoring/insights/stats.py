@@ -1,0 +1,163 @@
+"""Fleet statistics: how the selected sessions scored, one row per group (alert type,
+chain, agent, judge model, criteria hash, week or day). docs/insights.md, "Fleet
+statistics", says what each figure means.
+
+Scores are integers 0-100, so the database answers a histogram (sessions per group and
+total) and the median and quartiles are read from it here: the same figures on SQLite
+and PostgreSQL, from a few hundred rows whatever the number of sessions.
+"""
+
+import datetime as dt
+import math
+
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+
+from scoring import selectors
+from scoring.insights.filters import InsightFilters, latest_completed_scores, scorings
+from scoring.models import ScoringStatus
+
+# The judge's four criteria (scoring/judge/replies.py's DIMENSIONS, once the parser is in).
+DIMENSIONS = ("logical_flow", "consistency", "tool_relevance", "synthesis_quality")
+
+DAY_US = 86_400_000_000
+EPOCH = dt.date(1970, 1, 1)
+# Days since the epoch of the session's start (UTC); sessions start after 1970, so the
+# databases' integer division (which truncates) is the floor.
+_START_DAY = ExpressionWrapper(F("session__started_at_us") / Value(DAY_US), output_field=BigIntegerField())
+# ISO weeks start on Monday; 1970-01-01 was a Thursday, so day d is in week (d + 3) // 7,
+# which starts on day 7w - 3.
+_START_WEEK = ExpressionWrapper((_START_DAY + Value(3)) / Value(7), output_field=BigIntegerField())
+
+
+def _day_key(day: int) -> str:
+    return (EPOCH + dt.timedelta(days=day)).isoformat()
+
+
+def _week_key(week: int) -> str:
+    return _day_key(7 * week - 3)
+
+
+# group_by: (the group's value on a score, how a value is shown as the row's key).
+GROUPINGS = {
+    "alert_type": (F("session__alert_type"), str),
+    "chain_id": (F("session__chain_id"), str),
+    "agent_type": (F("session__agent_type"), str),
+    "judge_model": (F("judge_model"), str),
+    "prompt_hash": (F("prompt_hash"), str),
+    "week": (_START_WEEK, _week_key),
+    "day": (_START_DAY, _day_key),
+}
+
+
+class InvalidGrouping(ValueError):
+    """A group_by that is not one of GROUPINGS; the message says which are."""
+
+
+def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
+    """One row per group, ordered by key (weeks and days in time order).
+
+    Each selected session counts once, by its newest completed score (``sessions``, the
+    score figures, ``bands``, ``dimension_means``); ``failed_scorings``, the tokens and
+    the cost count every scoring of the group's sessions (failed ones and the ones a
+    re-score replaced too): what the judge was asked and what it cost. A group with
+    failed scorings but no completed score has a row with ``sessions`` 0.
+    """
+    if group_by not in GROUPINGS:
+        raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
+    value, key_of = GROUPINGS[group_by]
+    rows: dict = {}
+    for group, histogram, dimension_totals in _score_histograms(filters, value):
+        rows[group] = _score_figures(histogram, dimension_totals)
+    for attempts in _attempt_totals(filters, value):
+        row = rows.setdefault(attempts.pop("group"), _score_figures({}, {}))
+        row.update(attempts)
+    return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
+
+
+def _score_histograms(filters: InsightFilters, value):
+    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed score."""
+    dimension_sums = {}
+    for name in DIMENSIONS:
+        points = Cast(KT(f"dimensions__{name}"), FloatField())
+        # A dimension the judge did not give is absent or JSON null: skipped.
+        given = Q(**{f"dimensions__{name}__isnull": False}) & ~Q(**{f"dimensions__{name}": None})
+        dimension_sums[f"{name}__sum"] = Sum(points, filter=given)
+        dimension_sums[f"{name}__n"] = Count(points, filter=given)
+    cells = (
+        latest_completed_scores(filters)
+        .values("total_score", group=value)
+        .annotate(sessions=Count("pk"), **dimension_sums)
+        .order_by()
+    )
+    groups: dict = {}
+    for cell in cells:
+        histogram, totals = groups.setdefault(cell["group"], ({}, {name: [0.0, 0] for name in DIMENSIONS}))
+        histogram[cell["total_score"]] = cell["sessions"]
+        for name in DIMENSIONS:
+            totals[name][0] += cell[f"{name}__sum"] or 0.0
+            totals[name][1] += cell[f"{name}__n"]
+    return [(group, histogram, totals) for group, (histogram, totals) in groups.items()]
+
+
+def _attempt_totals(filters: InsightFilters, value):
+    return (
+        scorings(filters)
+        .values(group=value)
+        .annotate(
+            failed_scorings=Count("pk", filter=Q(status=ScoringStatus.FAILED)),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cost_usd=Sum("cost_usd"),
+        )
+        .order_by()
+    )
+
+
+def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
+    """A row's figures from its sessions' totals ({total: sessions}) and dimension sums."""
+    values = sorted(histogram.items())
+    sessions = sum(histogram.values())
+    bands = {band.key: 0 for band in selectors.SCORE_BANDS}
+    for total, count in values:
+        bands[selectors.band_of(total).key] += count
+    return {
+        "sessions": sessions,
+        "mean_score": round(sum(total * count for total, count in values) / sessions, 2) if sessions else None,
+        "median_score": percentile(values, 0.5),
+        "q1_score": percentile(values, 0.25),
+        "q3_score": percentile(values, 0.75),
+        "bands": bands,
+        "failed_scorings": 0,
+        "dimension_means": {
+            name: round(points / count, 2) if count else None
+            for name, (points, count) in ((name, dimension_totals.get(name, (0, 0))) for name in DIMENSIONS)
+        },
+        "input_tokens": None,
+        "output_tokens": None,
+        "cost_usd": None,
+    }
+
+
+def percentile(counted_values: list[tuple[int, int]], fraction: float) -> float | None:
+    """The ``fraction`` percentile of values given as sorted (value, count) pairs, by linear
+    interpolation between the two nearest ranks (PostgreSQL's percentile_cont, Python's
+    ``statistics.quantiles(method="inclusive")``, numpy's default); None with no values."""
+    size = sum(count for _, count in counted_values)
+    if not size:
+        return None
+    position = (size - 1) * fraction
+    below = math.floor(position)
+    lower, upper = _at_rank(counted_values, below), _at_rank(counted_values, min(below + 1, size - 1))
+    return lower + (position - below) * (upper - lower)
+
+
+def _at_rank(counted_values: list[tuple[int, int]], rank: int) -> int:
+    """The value at 0-based ``rank`` of the sorted values the pairs stand for."""
+    seen = 0
+    for value, count in counted_values:
+        seen += count
+        if rank < seen:
+            return value
+    raise IndexError(rank)

@@ -1,0 +1,104 @@
+import pytest
+
+from scoring.insights.backlog import EXAMPLES_PER_TOOL, missing_tools_backlog
+from scoring.insights.filters import InsightFilters
+from scoring.models import MissingTool, ScoringStatus
+from tests.support.factories import T0_US, make_score, make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def scored(total: int, *names: str, **session_fields):
+    """A session with a completed score whose judge named these missing tools (key: the
+    name in lower case without spaces or dashes, as a stand-in for the parser's)."""
+    score = make_score(make_session(**session_fields), total_score=total)
+    add_tools(score, *names)
+    return score
+
+
+def add_tools(score, *names: str) -> None:
+    MissingTool.objects.bulk_create(
+        MissingTool(score=score, name=name, key=name.lower().replace(" ", "").replace("-", ""), position=position)
+        for position, name in enumerate(names)
+    )
+
+
+def test_ranked_by_sessions_with_share_and_mean_score():
+    scored(40, "kubectl-logs", "Prometheus query", alert_type="k8s", chain_id="k8s-chain")
+    scored(60, "kubectl logs", alert_type="k8s", chain_id="k8s-chain")
+    scored(90, "Kubectl-Logs", alert_type="db", chain_id="")
+    scored(80)  # lacked nothing
+
+    rows = missing_tools_backlog(InsightFilters())
+
+    assert [row["key"] for row in rows] == ["kubectllogs", "prometheusquery"]
+    logs = rows[0]
+    assert logs["tool"] == "Kubectl-Logs"  # each spelling once: the first in sort order
+    assert logs["sessions"] == 3
+    assert logs["share"] == 0.75
+    assert logs["mean_score"] == round((40 + 60 + 90) / 3, 2)
+    assert logs["alert_types"] == ["k8s", "db"]
+    assert logs["chains"] == ["k8s-chain"]  # a session without a chain is not a chain
+    assert rows[1]["sessions"] == 1 and rows[1]["share"] == 0.25 and rows[1]["mean_score"] == 40
+
+
+def test_the_tool_is_shown_as_the_judge_wrote_it_most_often():
+    scored(50, "kubectl logs")
+    scored(50, "Kubectl-Logs")
+    scored(50, "Kubectl-Logs")
+
+    [row] = missing_tools_backlog(InsightFilters())
+
+    assert row["tool"] == "Kubectl-Logs"
+
+
+def test_a_tool_named_twice_by_one_score_counts_one_session():
+    scored(30, "kubectl-logs", "Prometheus query", "kubectl logs")
+
+    [logs, prometheus] = missing_tools_backlog(InsightFilters())
+
+    assert logs["key"] == "kubectllogs" and logs["sessions"] == 1 and logs["mean_score"] == 30
+    assert logs["tool"] == "kubectl-logs"  # the score's first mention
+    assert prometheus["sessions"] == 1
+
+
+def test_only_each_session_newest_completed_score_counts():
+    session = make_session()
+    add_tools(make_score(session, total_score=20, scored_at_us=T0_US), "old-tool")
+    add_tools(make_score(session, total_score=70, scored_at_us=T0_US + 1), "new-tool")
+    make_score(session, ScoringStatus.FAILED, scored_at_us=T0_US + 2)
+
+    rows = missing_tools_backlog(InsightFilters())
+
+    assert [(row["key"], row["sessions"], row["mean_score"], row["share"]) for row in rows] == [("newtool", 1, 70, 1.0)]
+
+
+def test_examples_are_the_newest_sessions_lacking_the_tool():
+    scores = [scored(50, "grafana", started_at_us=T0_US + index) for index in range(EXAMPLES_PER_TOOL + 2)]
+
+    [row] = missing_tools_backlog(InsightFilters())
+
+    newest_first = [score.session_id for score in reversed(scores)]
+    assert row["example_session_ids"] == newest_first[:EXAMPLES_PER_TOOL]
+
+
+def test_limit_and_ties_by_key():
+    scored(50, "b-tool", "a-tool", "c-tool")
+    scored(50, "c-tool")
+
+    assert [row["key"] for row in missing_tools_backlog(InsightFilters(), limit=2)] == ["ctool", "atool"]
+
+
+def test_filters_select_the_sessions_and_the_share_base():
+    scored(50, "grafana", alert_type="k8s")
+    scored(50, alert_type="k8s")
+    scored(50, "pagerduty", alert_type="db")
+
+    [row] = missing_tools_backlog(InsightFilters(alert_type="k8s"))
+
+    assert (row["key"], row["share"], row["alert_types"]) == ("grafana", 0.5, ["k8s"])
+
+
+def test_nothing_missing_no_rows():
+    scored(90)
+    assert missing_tools_backlog(InsightFilters()) == []
