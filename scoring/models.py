@@ -225,6 +225,46 @@ class MissingTool(models.Model):
         return f"{self.name} (score {self.score_id})"
 
 
+class InsightReport(models.Model):
+    """An MCP prioritization report (spec decision 5): the judge model reads the
+    missing-tools analyses of the selected scores and writes which tools to build
+    first (``scoring.insights.reports``). It moves pending -> in_progress ->
+    completed | failed, as a scoring does."""
+
+    report_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    status = models.CharField(max_length=50, choices=ScoringStatus.choices)
+    # The insight filters it covers (InsightFilters.as_params()) and the scores it read.
+    filters = models.JSONField(default=dict, blank=True)
+    score_ids = models.JSONField(default=list, blank=True)
+    requested_by = models.CharField(max_length=255)
+    requested_at_us = models.BigIntegerField()
+    started_at_us = models.BigIntegerField(null=True, blank=True)
+    completed_at_us = models.BigIntegerField(null=True, blank=True)
+    report = models.TextField(null=True, blank=True)
+    judge_model = models.CharField(max_length=255, blank=True, default="")
+    input_tokens = models.IntegerField(null=True, blank=True)
+    output_tokens = models.IntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
+    # Passes over the inputs: 1 when they fit one judge call; more when they were
+    # summarised in parts first (and those summaries again, if need be).
+    rounds = models.IntegerField(default=0)
+    error_message = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "insight_reports"
+        ordering = ["-requested_at_us"]
+        indexes = [models.Index(fields=["status", "requested_at_us"], name="ix_insight_reports_status")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["pending", "in_progress", "completed", "failed"]),
+                name="ck_insight_reports_status",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"report {self.report_id} ({self.status})"
+
+
 class SessionWrite(models.Model):
     """Who wrote a session, each time it was stored (created or replaced; a document
     sent again with the content already stored is no write).

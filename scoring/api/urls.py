@@ -1,6 +1,7 @@
 from django.urls import include, path, reverse
 from rest_framework import routers
 
+from scoring.api.reports import ReportDetailView, ReportListView
 from scoring.api.scores import SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
@@ -42,4 +43,6 @@ session_score = SessionScoreViewSet.as_view({"get": "retrieve", "post": "create"
 urlpatterns = [
     path("", include(router.urls)),
     path("scoring/sessions/<str:session_id>/score", session_score, name="session-score"),
+    path("scoring/reports/", ReportListView.as_view(), name="insight-reports"),
+    path("scoring/reports/<str:report_id>", ReportDetailView.as_view(), name="insight-report"),
 ]

@@ -51,11 +51,11 @@ def neutralise_markers(text: str) -> str:
     return _MARKER_PREFIX_IN_DATA.sub(NEUTRALISED_PREFIX, text)
 
 
-def wrap_untrusted(text: str, token: str) -> str:
+def wrap_untrusted(text: str, token: str, instruction: str = DATA_ONLY_INSTRUCTION) -> str:
     """``text`` as a fenced data block: the instruction line, then the markers around it."""
     return "\n".join(
         [
-            DATA_ONLY_INSTRUCTION,
+            instruction,
             MARKER_OPEN.format(token=token),
             neutralise_markers(text),
             MARKER_CLOSE.format(token=token),

@@ -209,6 +209,22 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
     return reply
 
 
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` for the judge model, by litellm's counter (offline: its
+    bundled tokenizers; a model it does not know is counted as OpenAI's are)."""
+    return _litellm().token_counter(model=settings.SCORING_LLM_MODEL, text=text)
+
+
+def model_input_window() -> int | None:
+    """The judge model's context window for input, in tokens, from litellm's model
+    list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
+    try:
+        info = _litellm().get_model_info(settings.SCORING_LLM_MODEL)
+    except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
+        return None
+    return info.get("max_input_tokens") or info.get("max_tokens") or None
+
+
 def release_db_connection() -> None:
     """Give this thread's database connection back while it waits on the judge.
 

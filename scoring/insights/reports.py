@@ -1,0 +1,314 @@
+"""MCP prioritization reports (spec decision 5): the judge model reads the missing-tools
+analyses of the selected scores and writes which tools or MCP servers to build first.
+
+A report moves pending -> in_progress -> completed | failed, each move one conditional
+UPDATE, like a scoring. Requesting one stores it pending and, after commit, queues a
+django-q2 task (``scoring.tasks.run_insight_report``); the task claims it and runs it on
+a thread of its worker process, returning at once, so that neither django-q2's task
+timeout nor its re-delivery after ``retry`` seconds ever meets a report that takes
+minutes. A report whose worker died is failed by the minutely cleanup
+(``expire_stale_reports``), one whose task could not be queued at once.
+
+When the analyses do not fit the judge model's context window, the report is written
+in rounds: parts of them are summarised into notes first (again, if the notes do not
+fit either), and the report is written from the notes.
+"""
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from scoring import services
+from scoring.insights.filters import InsightFilters, latest_completed_scores
+from scoring.jobs import queue
+from scoring.judge import errors, llm, report_prompt
+from scoring.judge.report_prompt import ReportInput
+from scoring.models import InsightReport, ScoringStatus, SessionScore
+
+logger = logging.getLogger(__name__)
+
+Status = ScoringStatus
+# The reply's share of the window: each call leaves this much of it unused by its prompt.
+REPLY_SHARE = 4
+# Summarising rounds before the last: more means the notes do not shrink.
+MAX_ROUNDS = 4
+TRUNCATED = "\n\n[cut here: too long for one judge call]"
+
+
+class ReportError(Exception):
+    """A report request that cannot be carried out; str() is for the caller."""
+
+
+class NoReportInputs(ReportError):
+    pass
+
+
+class ReportTooLarge(Exception):
+    """The inputs cannot be brought within the window; str() is stored with the report."""
+
+
+# --- Requesting -----------------------------------------------------------------------------
+
+
+def report_inputs(filters: InsightFilters):
+    """The scores a report on ``filters`` reads: each selected session's newest completed
+    score with a missing-tools analysis, the newest SCORING_REPORT_MAX_SCORES of them."""
+    scores = latest_completed_scores(filters).filter(missing_tools_analysis__regex=r"\S")
+    return scores.order_by("-scored_at_us", "score_id")[: settings.SCORING_REPORT_MAX_SCORES]
+
+
+def request_report(filters: InsightFilters, requested_by: str) -> InsightReport:
+    """Store a pending report on ``filters`` and queue its job after commit; return it.
+
+    While a report on the same filters is pending or in progress, that one is returned
+    (a second click costs no second report). Raises ``NoReportInputs`` when no selected
+    score has a missing-tools analysis: there would be nothing to report on.
+    """
+    params = filters.as_params()
+    score_ids = [str(score_id) for score_id in report_inputs(filters).values_list("score_id", flat=True)]
+    if not score_ids:
+        raise NoReportInputs(
+            "no completed score with a missing-tools analysis matches these filters "
+            f"({_describe(params)}): score some sessions first, or widen the filters"
+        )
+    with transaction.atomic():
+        active = InsightReport.objects.select_for_update().filter(status__in=Status.active_values())
+        same = next((report for report in active if report.filters == params), None)
+        if same is not None:
+            return same
+        report = InsightReport.objects.create(
+            status=Status.PENDING,
+            filters=params,
+            score_ids=score_ids,
+            requested_by=requested_by[:255],
+            requested_at_us=services.now_us(),
+        )
+        transaction.on_commit(lambda: _enqueue(report.report_id))
+    return report
+
+
+def _enqueue(report_id) -> None:
+    try:
+        queue.enqueue_report(report_id)
+    except Exception as exc:
+        # Unlike a scoring, no worker polls for pending reports: say so now rather than
+        # leave the report pending until the cleanup fails it.
+        logger.warning("could not queue report %s", report_id, exc_info=True)
+        fail_report(report_id, f"could not queue the report's job: {type(exc).__name__}: {exc}")
+
+
+def latest_report() -> InsightReport | None:
+    """The newest report requested, whatever its status."""
+    return InsightReport.objects.order_by("-requested_at_us").first()
+
+
+def get_report(report_id) -> InsightReport | None:
+    return InsightReport.objects.filter(pk=report_id).first()
+
+
+# --- Running (in a worker process) ----------------------------------------------------------
+
+
+def start_report(report_id) -> threading.Thread | None:
+    """Claim the pending report and run it on a new thread; return the thread, or None
+    when the report was not pending (a task delivered twice, or a report failed meanwhile)."""
+    report = _move(report_id, Status.IN_PROGRESS, started_at_us=services.now_us(), judge_model=settings.SCORING_LLM_MODEL)
+    if report is None:
+        return None
+    thread = threading.Thread(target=_run_and_close, args=(report,), name=f"report-{report_id}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _run_and_close(report: InsightReport) -> None:
+    try:
+        run_claimed_report(report)
+    finally:
+        connection.close()  # this thread's own
+
+
+@dataclass
+class _Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: Decimal | None = None
+    model: str = ""
+    calls: int = 0
+
+
+def run_claimed_report(report: InsightReport) -> InsightReport | None:
+    """Write an in-progress report to its end: completed or failed."""
+    deadline = time.monotonic() + settings.SCORING_REPORT_TIMEOUT_S
+    usage = _Usage()
+    try:
+        inputs = _load_inputs(report.score_ids)
+        llm.release_db_connection()
+        text, rounds = _write(inputs, scope=_describe(report.filters), usage=usage, deadline=deadline)
+    except (errors.JudgeLLMError, ReportTooLarge) as exc:
+        return fail_report(report.report_id, str(exc), usage)
+    except DatabaseError as exc:
+        logger.exception("report %s lost the database", report.report_id)
+        return fail_report(report.report_id, f"database error: {type(exc).__name__}: {exc}", usage)
+    except Exception as exc:
+        logger.exception("report %s failed unexpectedly", report.report_id)
+        return fail_report(report.report_id, f"unexpected error: {type(exc).__name__}: {exc}", usage)
+    done = _move(report.report_id, Status.COMPLETED, report=text, rounds=rounds, **_usage_fields(usage))
+    if done is None:
+        logger.warning("report %s was no longer in progress when it was written; dropped", report.report_id)
+    return done
+
+
+def _load_inputs(score_ids: list[str]) -> list[ReportInput]:
+    rows = (
+        SessionScore.objects.filter(pk__in=score_ids)
+        .order_by("-scored_at_us", "score_id")
+        .values_list(
+            "session_id", "session__alert_type", "session__chain_id", "total_score", "missing_tools_analysis"
+        )
+    )
+    return [ReportInput(str(session_id), *rest) for session_id, *rest in rows if (rest[-1] or "").strip()]
+
+
+@dataclass
+class _Text:
+    """A text to send (an analysis, or the notes of a part) and the sessions it covers."""
+
+    text: str
+    sessions: int
+    tokens: int
+
+
+def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: float) -> tuple[str, int]:
+    """The report's text and the rounds it took: one call when everything fits the
+    window, else parts summarised (as often as needed) and the report written from them."""
+    if not inputs:
+        raise ReportTooLarge("none of the report's scores has a missing-tools analysis any more")
+    sessions = len(inputs)
+    room = _input_room()
+    texts = [_sized(item.as_text(), room) for item in inputs]
+    parts = None
+    for rounds in range(1, MAX_ROUNDS + 2):
+        prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, scope=scope, parts=parts)
+        if llm.count_tokens(prompt) <= room:
+            return _ask(prompt, usage, deadline), rounds
+        if rounds > MAX_ROUNDS:
+            break
+        notes = parts is not None
+        overhead = llm.count_tokens(report_prompt.chunk_prompt([], sessions=sessions, notes=notes))
+        texts = [
+            _sized(_ask(_chunk_prompt(chunk, notes), usage, deadline), room, sessions=sum(t.sessions for t in chunk))
+            for chunk in _pack(texts, room - overhead)
+        ]
+        parts = len(texts)
+    raise ReportTooLarge(
+        f"the missing-tools analyses of {sessions} sessions did not fit the judge model's window of {room:,} "
+        f"input tokens even after {MAX_ROUNDS} rounds of summaries; narrow the filters"
+    )
+
+
+def _chunk_prompt(chunk: list[_Text], notes: bool) -> str:
+    return report_prompt.chunk_prompt([t.text for t in chunk], sessions=sum(t.sessions for t in chunk), notes=notes)
+
+
+def _ask(prompt: str, usage: _Usage, deadline: float) -> str:
+    reply = llm.complete([{"role": "user", "content": prompt}], deadline=deadline)
+    usage.input_tokens += reply.input_tokens or 0
+    usage.output_tokens += reply.output_tokens or 0
+    if reply.cost_usd is not None:
+        usage.cost_usd = (usage.cost_usd or Decimal(0)) + reply.cost_usd
+    usage.model = reply.model
+    usage.calls += 1
+    return reply.content
+
+
+def _input_room() -> int:
+    """Tokens one call's prompt may take: the window less the reply's share."""
+    window = settings.SCORING_REPORT_WINDOW_TOKENS or llm.model_input_window() or settings.SCORING_MAX_INPUT_TOKENS
+    return window - window // REPLY_SHARE
+
+
+def _sized(text: str, room: int, sessions: int = 1) -> _Text:
+    """``text`` with its tokens, cut to half the room when longer: any two texts fit one call."""
+    tokens = llm.count_tokens(text)
+    limit = room // 2
+    while tokens > limit:
+        text = text[: int(len(text) * limit / tokens * 0.9)] + TRUNCATED
+        tokens = llm.count_tokens(text)
+    return _Text(text, sessions, tokens)
+
+
+def _pack(texts: list[_Text], room: int) -> list[list[_Text]]:
+    """Consecutive texts in parts of at most ``room`` tokens, at least two texts a part
+    (``_sized`` keeps each within half the room), so that every round shrinks the count."""
+    parts: list[list[_Text]] = []
+    used = room + 1
+    for text in texts:
+        if used + text.tokens > room and (not parts or len(parts[-1]) >= 2):
+            parts.append([])
+            used = 0
+        parts[-1].append(text)
+        used += text.tokens
+    return parts
+
+
+def _usage_fields(usage: _Usage) -> dict:
+    if not usage.calls:
+        return {}
+    return {
+        "judge_model": usage.model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cost_usd": usage.cost_usd.quantize(Decimal("1e-10")) if usage.cost_usd is not None else None,
+    }
+
+
+def fail_report(report_id, reason: str, usage: _Usage | None = None) -> InsightReport | None:
+    """Mark an active report failed with ``reason`` (keeping what its calls cost); None if it was not active."""
+    return _move(report_id, Status.FAILED, error_message=reason, **_usage_fields(usage or _Usage()))
+
+
+_SOURCES = {
+    Status.IN_PROGRESS: [Status.PENDING],
+    Status.COMPLETED: [Status.IN_PROGRESS],
+    Status.FAILED: Status.active_values(),
+}
+
+
+def _move(report_id, to_status: str, **values) -> InsightReport | None:
+    """One conditional UPDATE: the move happens only from an allowed status."""
+    if to_status in Status.terminal_values():
+        values["completed_at_us"] = services.now_us()
+    moved = InsightReport.objects.filter(pk=report_id, status__in=_SOURCES[to_status]).update(status=to_status, **values)
+    return InsightReport.objects.get(pk=report_id) if moved else None
+
+
+# --- Orphans --------------------------------------------------------------------------------
+
+
+def expire_stale_reports() -> int:
+    """Fail the reports no job will finish; return how many: in progress for longer than
+    SCORING_REPORT_TIMEOUT_S (their worker died) or pending for longer than
+    SCORING_PENDING_TIMEOUT_S (their task was lost)."""
+    now_us = services.now_us()
+    job_limit_s, queue_limit_s = settings.SCORING_REPORT_TIMEOUT_S, settings.SCORING_PENDING_TIMEOUT_S
+    stale = [
+        (report_id, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
+        for report_id in InsightReport.objects.filter(
+            status=Status.IN_PROGRESS, started_at_us__lt=now_us - int(job_limit_s * 1_000_000)
+        ).values_list("report_id", flat=True)
+    ] + [
+        (report_id, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
+        for report_id in InsightReport.objects.filter(
+            status=Status.PENDING, requested_at_us__lt=now_us - int(queue_limit_s * 1_000_000)
+        ).values_list("report_id", flat=True)
+    ]
+    return sum(fail_report(report_id, reason) is not None for report_id, reason in stale)
+
+
+def _describe(params: dict) -> str:
+    return ", ".join(f"{name} {value}" for name, value in params.items()) or "no filters"

@@ -1,0 +1,138 @@
+"""POST /api/v1/scoring/reports/ and GET /api/v1/scoring/reports/{report_id}: MCP prioritization reports."""
+
+import uuid
+
+import pytest
+from django_q.models import OrmQ
+from rest_framework.test import APIClient
+
+from scoring.insights import reports
+from scoring.insights.filters import InsightFilters
+from scoring.models import InsightReport
+from tests.support.factories import make_score, make_session
+from tests.support.fake_llm import Reply
+
+pytestmark = pytest.mark.django_db
+URL = "/api/v1/scoring/reports/"
+SCHEMA_PATH = "/api/v1/scoring/reports/{report_id}"
+
+
+def analysed(alert_type="kubernetes"):
+    return make_score(make_session(alert_type=alert_type), missing_tools_analysis="1. kubectl-logs")
+
+
+def test_a_request_queues_a_report_on_the_filters(operator_client, django_capture_on_commit_callbacks):
+    score = analysed()
+    analysed(alert_type="database")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = operator_client.post(URL, {"alert_type": "kubernetes", "since": "2025-01-01"}, format="json")
+
+    assert response.status_code == 202
+    body = response.json()
+    assert set(body) == {"report_id", "status"} and body["status"] == "pending"
+    report = InsightReport.objects.get(pk=body["report_id"])
+    assert report.filters == {"since": "2025-01-01T00:00:00Z", "alert_type": "kubernetes"}
+    assert report.score_ids == [str(score.score_id)] and report.requested_by == "alice"
+    if OrmQ.objects.exists():  # the database broker (without REDIS_URL)
+        assert [task.task["func"] for task in OrmQ.objects.all()] == ["scoring.tasks.run_insight_report"]
+        assert OrmQ.objects.get().task["args"] == (body["report_id"],)
+
+
+def test_with_no_body_the_report_covers_every_session(operator_client):
+    analysed()
+    response = operator_client.post(URL)
+    assert response.status_code == 202
+    assert InsightReport.objects.get().filters == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ({}, "no completed score with a missing-tools analysis matches these filters (no filters)"),
+        ({"since": "last week"}, "since: not an ISO 8601 date or date-time: 'last week'"),
+        ({"alert-type": "x"}, "unknown filter alert-type: the filters are since, until, alert_type, chain_id, prompt_hash"),
+        (["kubernetes"], "the body must be a JSON object of filters"),
+    ],
+)
+def test_a_request_that_cannot_be_reported_on_is_a_400_saying_why(operator_client, body, detail):
+    make_score(make_session(), status="failed")
+    response = operator_client.post(URL, body, format="json")
+    assert response.status_code == 400
+    assert response.json()["detail"].startswith(detail)
+    assert not InsightReport.objects.exists()
+
+
+def test_requesting_and_reading_need_a_signed_in_user():
+    analysed()
+    assert APIClient().post(URL).status_code in (401, 403)
+    report = reports.request_report(InsightFilters(), "alice")
+    assert APIClient().get(f"{URL}{report.report_id}").status_code in (401, 403)
+
+
+def test_requests_are_throttled_with_scorings(operator_client, settings):
+    settings.SCORING_POST_RATE = "1/min"
+    analysed()
+    session = make_session()
+    assert operator_client.post(f"/api/v1/scoring/sessions/{session.session_id}/score").status_code == 202
+    response = operator_client.post(URL)
+    assert response.status_code == 429 and "Retry-After" in response
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_report_reads_back_with_its_inputs_usage_and_text(operator_client, judge_llm):
+    score = analysed()
+    judge_llm.push(Reply("## Build first\n1. kubectl-logs", prompt_tokens=900, completion_tokens=120))
+    report_id = operator_client.post(URL, {"alert_type": "kubernetes"}, format="json").json()["report_id"]
+
+    pending = operator_client.get(f"{URL}{report_id}").json()
+    assert pending["status"] == "pending" and pending["report"] is None
+    reports.start_report(report_id).join(timeout=60)
+
+    response = operator_client.get(f"{URL}{report_id}")
+    assert response.status_code == 200
+    assert response.json() == {
+        "report_id": report_id,
+        "status": "completed",
+        "report": "## Build first\n1. kubectl-logs",
+        "filters": {"alert_type": "kubernetes"},
+        "score_ids": [str(score.score_id)],
+        "requested_by": "alice",
+        "requested_at_us": response.json()["requested_at_us"],
+        "started_at_us": response.json()["started_at_us"],
+        "completed_at_us": response.json()["completed_at_us"],
+        "judge_model": "openai/fake-judge",
+        "input_tokens": 900,
+        "output_tokens": 120,
+        "cost_usd": None,
+        "rounds": 1,
+        "error_message": None,
+    }
+
+
+@pytest.mark.parametrize("report_id", [str(uuid.uuid4()), "not-a-uuid"])
+def test_an_unknown_report_is_a_404_with_detail(operator_client, report_id):
+    response = operator_client.get(f"{URL}{report_id}")
+    assert response.status_code == 404
+    assert response.json() == {"detail": f"report {report_id} not found"}
+
+
+# --- Schema ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def schema() -> dict:
+    response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_both_operations_are_in_the_schema_with_examples(schema):
+    post = schema["paths"]["/api/v1/scoring/reports/"]["post"]
+    assert set(post["responses"]) == {"202", "400", "401", "429", "500"}
+    assert post["requestBody"]["content"]["application/json"]["examples"]
+    assert post["responses"]["202"]["content"]["application/json"]["examples"]
+    get = schema["paths"][SCHEMA_PATH]["get"]
+    assert set(get["responses"]) == {"200", "401", "404", "500"}
+    example = get["responses"]["200"]["content"]["application/json"]["examples"]["Completed"]["value"]
+    ref = get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    assert set(example) == set(schema["components"]["schemas"][ref]["properties"])
