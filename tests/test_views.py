@@ -13,6 +13,7 @@ from scoring.judge import rendering
 from scoring.models import AlertSession, InsightReport, MissingTool, ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
+from tests.support.servers import REPO_DIR
 
 LIST_URL = reverse("scoring:session-list")
 
@@ -443,6 +444,7 @@ def test_insights_show_each_figure_over_each_sessions_newest_score(admin_client,
     session_link = reverse("scoring:session-detail", args=[fleet["kubernetes"].session_id])
     assert f'href="{session_link}#missing-tools"' in page  # the backlog's session lacking pods_log
     assert "`pods_log`" in page
+    assert '<td data-label="Tool relevance">8.0</td>' in page  # the criteria means' table, beside their chart
     assert "data-report-button" in page
 
 
@@ -503,3 +505,12 @@ def test_insights_show_the_latest_report_in_its_state(admin_client, fleet, field
     assert shown in page
     assert "requested by alice on 2026-01-01 00:00:00 UTC over 2 scores (alert_type kubernetes)" in page
     assert "<script>alert(1)</script>" not in page  # the model's text is rendered safely (scoring.markdown)
+
+
+def test_the_vendored_chart_library_is_the_one_the_docs_name_with_its_licence():
+    vendored = REPO_DIR / "static" / "vendor" / "chart.js"
+    docs = (REPO_DIR / "docs" / "dashboard.md").read_text()
+    documented = re.search(r"\*\*Chart\.js (\d+\.\d+\.\d+)\*\* \(MIT licence", docs)
+    banner = (vendored / "chart.umd.min.js").read_text()[:200]
+    assert documented and f"Chart.js v{documented.group(1)}" in banner and "Released under the MIT License" in banner
+    assert (vendored / "LICENSE.md").read_text().startswith("The MIT License (MIT)")

@@ -6,11 +6,16 @@ from scoring.insights.agreement import agreement
 from scoring.insights.backlog import missing_tools_backlog
 from scoring.insights.filters import InsightFilters
 from scoring.insights.reports import latest_report
-from scoring.insights.stats import fleet_stats
+from scoring.insights.stats import DIMENSIONS, fleet_stats
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 # The page shows the head of the long lists; the API gives them whole.
 BACKLOG_ROWS = 20
+
+
+def dimension_labels() -> list[dict]:
+    """The judge's four criteria, each with its name for people ("Tool relevance")."""
+    return [{"key": key, "label": key.replace("_", " ").capitalize()} for key in DIMENSIONS]
 
 
 def any_completed_score() -> bool:
@@ -36,12 +41,23 @@ def insights_figures(filters: InsightFilters) -> dict:
     """Every figure of the page, over the sessions the filters select (``scored_sessions``:
     how many sessions have a completed score; a group can have failed scorings only)."""
     weeks = fleet_stats(filters, "week")
+    alert_types = fleet_stats(filters, "alert_type")
     return {
         "scored_sessions": sum(row["sessions"] for row in weeks),
         "weeks": weeks,
-        "alert_types": fleet_stats(filters, "alert_type"),
+        "alert_types": alert_types,
         "chains": fleet_stats(filters, "chain_id"),
         "backlog": missing_tools_backlog(filters, limit=BACKLOG_ROWS),
         "agreement": agreement(filters),
+        "dimensions": dimension_labels(),
+        "dimension_table": _dimension_table(alert_types),
         "report": latest_report(),
     }
+
+
+def _dimension_table(rows: list[dict]) -> list[dict]:
+    """Each group's criteria means as (criterion's label, mean) pairs, in the criteria's order."""
+    return [
+        {"key": row["key"], "means": [(d["label"], row["dimension_means"].get(d["key"])) for d in dimension_labels()]}
+        for row in rows
+    ]

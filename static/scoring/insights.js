@@ -97,25 +97,22 @@
     });
   }
 
-  function dimensionLabel(key) {
-    const words = key.replace(/_/g, " ");
-    return words.charAt(0).toUpperCase() + words.slice(1);
-  }
-
   // The four criteria's means, one series per alert type (the largest ones first).
-  function dimensionsChart(rows) {
+  function dimensionsChart(rows, dimensions) {
     const withDimensions = rows.filter((row) =>
       Object.values(row.dimension_means || {}).some((value) => value !== null),
     );
     const shown = withDimensions.slice().sort((a, b) => b.sessions - a.sessions).slice(0, MOST_SERIES);
-    const dimensions = shown.length ? Object.keys(shown[0].dimension_means) : [];
     chart("dimensions-chart", {
       type: "bar",
       data: {
-        labels: dimensions.map(dimensionLabel),
+        labels: dimensions.map((dimension) => dimension.label),
         datasets: shown.map((row, index) => ({
           label: String(row.key),
-          data: dimensions.map((key) => (row.dimension_means[key] === null ? null : Number(row.dimension_means[key]))),
+          data: dimensions.map((dimension) => {
+            const mean = row.dimension_means[dimension.key];
+            return mean === null || mean === undefined ? null : Number(mean);
+          }),
           backgroundColor: SERIES_COLOURS[index],
         })),
       },
@@ -129,7 +126,7 @@
     trendChart(data("insights-weeks"), bands);
     groupChart("alert-type-chart", alertTypes, bands);
     groupChart("chain-chart", data("insights-chains"), bands);
-    dimensionsChart(alertTypes);
+    dimensionsChart(alertTypes, data("insights-dimensions"));
   }
 
   // --- A new MCP prioritization report ---
