@@ -20,10 +20,11 @@ from django.utils.html import format_html, format_html_join
 
 from scoring import batches, selectors, services
 from scoring.judge import rendering
-from scoring.models import AlertSession, ReviewVerdict, ScoreReview, SessionScore
+from scoring.models import AlertSession, ReviewVerdict, ScoreReview, ScoringStatus, SessionScore
 from scoring.templatetags.scoring_ui import (
     badge_html,
     criteria_label,
+    samples_note,
     us_datetime,
     utc_datetime,
 )
@@ -316,12 +317,13 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
         "judge_model",
         "score_triggered_by",
         ReviewStateFilter,
+        "unstable",
     ]
     search_fields = ["score_id"]
     search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
     list_per_page = 50
     fields = [
-        "score_id", "session_link", "status", "score", "criteria", "judge_model", "tokens", "cost",
+        "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
         "session_changed_view", "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
@@ -412,6 +414,12 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     @admin.display(description="Total", ordering="total_score")
     def score(self, score):
         return badge_html(score.status, score.total_score, score.error_message)
+
+    @admin.display(description="Judge samples")
+    def samples(self, score):
+        if score.score_samples:
+            return samples_note(score)
+        return "one" if score.status == ScoringStatus.COMPLETED else None
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):

@@ -302,11 +302,15 @@ SCORE_STATES = {
     "scoring": "Scoring in progress",
     "failed": "Scoring failed",
     "scored": "Scored",
+    "unstable": "Scored, unstable",
 }
 
 
 def score_state_q(state: str) -> Q:
-    """Sessions whose newest score is in ``state``."""
+    """Sessions whose newest score is in ``state`` ("unstable": completed, its samples far apart)."""
+    if state == "unstable":
+        unstable = SessionScore.objects.filter(unstable=True).values("score_id")
+        return Q(latest_status=ScoringStatus.COMPLETED, latest_score_id__in=unstable)
     return {
         "not_scored": Q(latest_status__isnull=True),
         "scoring": Q(latest_status__in=ScoringStatus.active_values()),

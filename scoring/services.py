@@ -414,6 +414,9 @@ def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
         cost_usd=result.cost_usd.quantize(Decimal("1e-10")) if result.cost_usd is not None else None,
+        score_samples=result.score_samples,
+        score_spread=result.score_spread,
+        unstable=result.unstable,
         completed_at_us=now_us(),
     )
     if score is None:

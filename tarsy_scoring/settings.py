@@ -283,6 +283,18 @@ SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
 # A scoring whose judge prompt is estimated (4 characters a token) above this fails
 # before any call: keep it below the model's context window, with room for the replies.
 SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 100_000, int)
+# Turn 1 runs this many times at once; the score is their median (docs/scoring.md). Each
+# sample costs a turn 1 (tokens, money, provider quota): more than a few sharpen little.
+SCORING_JUDGE_SAMPLES = env_number("SCORING_JUDGE_SAMPLES", 1, int)
+# Samples further apart than this many points mark the score unstable: over half the
+# width of the "weak" band (50-74), so such samples often fall in different bands.
+SCORING_UNSTABLE_SPREAD = env_number("SCORING_UNSTABLE_SPREAD", 15, int)
+for _name, _value, _least, _most in (
+    ("SCORING_JUDGE_SAMPLES", SCORING_JUDGE_SAMPLES, 1, 10),
+    ("SCORING_UNSTABLE_SPREAD", SCORING_UNSTABLE_SPREAD, 0, 100),
+):
+    if not _least <= _value <= _most:
+        raise ImproperlyConfigured(f"{_name}={_value} is out of range (from {_least} to {_most})")
 
 # --- Judge jobs (django-q2) --------------------------------------------------------------
 # A scoring job must finish within SCORING_JOB_TIMEOUT_S: the LLM client caps each

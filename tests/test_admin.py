@@ -213,6 +213,26 @@ def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client)
     assert "30 s" in page  # started -> completed
 
 
+def test_unstable_scores_are_filtered_and_their_samples_shown(admin_client):
+    unstable_session = make_session()
+    unstable = make_score(unstable_session, total_score=70, score_samples=[85, 62, 70], score_spread=23, unstable=True)
+    stable = make_score(make_session(), total_score=66, score_samples=[64, None, 66], score_spread=2)
+    single = make_score(make_session())
+    listed_scores = admin_client.get(SCORES_URL, {"unstable__exact": "1"}).content.decode()
+    assert re.findall(r'<th class="field-short_id"><a href="[^"]+">([0-9a-f]{8})</a>', listed_scores) == [
+        str(unstable.score_id)[:8]
+    ]
+    assert listed_sessions(admin_client, scored="unstable") == {short(unstable_session)}
+
+    def samples_field(score):
+        page = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[score.score_id])).content.decode()
+        return re.search(r'<div class="readonly">([^<]*)</div>', page[page.index("Judge samples") :]).group(1)
+
+    assert samples_field(unstable) == "unstable: samples 85, 62, 70 (spread 23)"
+    assert samples_field(stable) == "samples 64, failed, 66 (spread 2)"
+    assert samples_field(single) == "one"
+
+
 def test_scores_are_read_only_even_for_superusers(admin_client):
     score = make_score(make_session())
     change_url = reverse("admin:scoring_sessionscore_change", args=[score.score_id])

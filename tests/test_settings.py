@@ -160,6 +160,11 @@ def test_booleans_and_lists_are_parsed(tmp_path):
         ("SCORING_LLM_TIMEOUT_S", "soon", "SCORING_LLM_TIMEOUT_S='soon' is not a number"),
         ("SCORING_WORKERS", "2.5", "SCORING_WORKERS='2.5' is not a number"),
         ("TRUSTED_PROXY_IPS", "10.0.0.300", "TRUSTED_PROXY_IPS:"),
+        ("SCORING_JUDGE_SAMPLES", "three", "SCORING_JUDGE_SAMPLES='three' is not a number"),
+        ("SCORING_JUDGE_SAMPLES", "0", "SCORING_JUDGE_SAMPLES=0 is out of range (from 1 to 10)"),
+        ("SCORING_JUDGE_SAMPLES", "11", "SCORING_JUDGE_SAMPLES=11 is out of range (from 1 to 10)"),
+        ("SCORING_UNSTABLE_SPREAD", "-1", "SCORING_UNSTABLE_SPREAD=-1 is out of range (from 0 to 100)"),
+        ("SCORING_UNSTABLE_SPREAD", "101", "SCORING_UNSTABLE_SPREAD=101 is out of range (from 0 to 100)"),
     ],
 )
 def test_bad_values_stop_startup_with_a_clear_message(tmp_path, variable, value, message):
@@ -167,6 +172,16 @@ def test_bad_values_stop_startup_with_a_clear_message(tmp_path, variable, value,
 
     assert process.returncode != 0
     assert f"django.core.exceptions.ImproperlyConfigured: {message}" in process.stderr
+
+
+def test_one_judge_sample_by_default_and_the_sample_settings_are_read(tmp_path):
+    assert settings_values(tmp_path, "settings.SCORING_JUDGE_SAMPLES, settings.SCORING_UNSTABLE_SPREAD") == [1, 15]
+    assert settings_values(
+        tmp_path,
+        "settings.SCORING_JUDGE_SAMPLES, settings.SCORING_UNSTABLE_SPREAD",
+        SCORING_JUDGE_SAMPLES="10",
+        SCORING_UNSTABLE_SPREAD="0",
+    ) == [10, 0]
 
 
 def test_generated_secret_key_is_kept_private_and_reused(tmp_path):

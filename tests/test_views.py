@@ -279,6 +279,28 @@ def test_the_score_comes_first_with_its_action_and_links_before_the_analysis(adm
 
 
 @pytest.mark.django_db
+def test_unstable_scores_have_their_own_filter_and_show_their_samples(admin_client):
+    unstable = make_session(started_at_us=T0_US + 1)
+    make_score(unstable, total_score=70, score_samples=[62, 70, 85], score_spread=23, unstable=True)
+    stable = make_session(started_at_us=T0_US + 2)
+    make_score(stable, total_score=66, score_samples=[64, 66, 70], score_spread=6)
+    rescoring = make_session(started_at_us=T0_US + 3)  # an unstable score being replaced
+    make_score(rescoring, total_score=50, score_samples=[20, 50, 90], score_spread=70, unstable=True, scored_at_us=1)
+    make_score(rescoring, status="in_progress")
+    single = make_session(started_at_us=T0_US + 4)
+    make_score(single)
+
+    page = admin_client.get(LIST_URL, {"score": "unstable"}).content.decode()
+    assert rows(page) == ids(unstable)
+    assert rows(admin_client.get(LIST_URL, {"score": "scored"}).content.decode()) == ids(single, stable, unstable)
+    assert '<p class="notice" data-score-samples>unstable: samples 62, 70, 85 (spread 23)</p>' in score_view(
+        admin_client, unstable
+    )
+    assert '<p class="muted" data-score-samples>samples 64, 66, 70 (spread 6)</p>' in score_view(admin_client, stable)
+    assert "data-score-samples" not in score_view(admin_client, single)
+
+
+@pytest.mark.django_db
 def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
     session = make_session()
     make_score(session, status="failed", error_message="judge LLM timed out <b>badly</b>")

@@ -53,6 +53,16 @@ class ScoreSerializer(serializers.ModelSerializer):
     current_prompt_used = serializers.SerializerMethodField(
         help_text="Whether the score was made with the judge prompts this service uses now."
     )
+    score_samples = serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=100, allow_null=True),
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "With SCORING_JUDGE_SAMPLES=k above 1: the score of each of the k turn-1 samples, in the "
+            "order they were sampled (null for a sample that failed); `total_score` is their median "
+            "(the lower middle one for an even count). Null for a score made from one sample."
+        ),
+    )
 
     class Meta:
         model = SessionScore
@@ -77,13 +87,24 @@ class ScoreSerializer(serializers.ModelSerializer):
             "warnings",
             "investigation_digest",
             "session_changed_since_score",
+            "score_samples",
+            "score_spread",
+            "unstable",
         ]
         read_only_fields = fields
         extra_kwargs = {
             "judge_model": {
                 "help_text": "The judge model the worker that took the score used (litellm's name); kept "
                 "when the score fails, empty only for a score failed before any worker took it."
-            }
+            },
+            "score_spread": {
+                "help_text": "The highest sample score minus the lowest; null for one sample (or one "
+                "that did not fail)."
+            },
+            "unstable": {
+                "help_text": "Whether `score_spread` was over SCORING_UNSTABLE_SPREAD when the score was "
+                "made: the judge's samples disagreed, so read the score with care."
+            },
         }
 
     def get_current_prompt_used(self, score: SessionScore) -> bool:
@@ -116,6 +137,33 @@ _ERRORS = {
 }
 
 
+_SAMPLED_SCORE_EXAMPLE = {
+    "score_id": "5b0f3c1e-7d2a-4c1b-9e3f-0a6d2b8c4e17",
+    "session_id": "0f8e4d2c-1b3a-4e5f-8a7b-9c6d5e4f3a2b",
+    "status": "completed",
+    "prompt_hash": "9c1e6f0b2a7d4e8f3c5a1b9d7e2f4a6c8b0d1e3f5a7c9b2d4f6e8a0c1b3d5e7f",
+    "total_score": 70,
+    "score_analysis": "## Score breakdown\nLogical Flow: 18/25\nConsistency: 17/25\n...",
+    "missing_tools_analysis": "1. **kubectl-events** - would have shown the eviction.",
+    "error_message": None,
+    "score_triggered_by": "alice",
+    "scored_at_us": 1767225600000000,
+    "started_at_us": 1767225600500000,
+    "completed_at_us": 1767225648000000,
+    "current_prompt_used": True,
+    "judge_model": "openai/gpt-4o",
+    "input_tokens": 38400,
+    "output_tokens": 2900,
+    "cost_usd": "0.1250000000",
+    "warnings": [],
+    "investigation_digest": "3f2a9c4e1d7b8a6f5e0c2d4b6a8f1e3c5d7b9a0e2f4c6d8b1a3e5f7c9d0b2a4e",
+    "session_changed_since_score": False,
+    "score_samples": [62, 70, 85],
+    "score_spread": 23,
+    "unstable": True,
+}
+
+
 def _parse_session_id(raw: str) -> uuid.UUID:
     try:
         return selectors.session_key(raw)
@@ -134,6 +182,14 @@ class SessionScoreViewSet(viewsets.ViewSet):
         summary="Get the session's score",
         description="The newest scoring of the session, whatever its status.",
         responses={200: ScoreSerializer, **_ERRORS},
+        examples=[
+            OpenApiExample(
+                "An unstable score of three samples",
+                value=_SAMPLED_SCORE_EXAMPLE,
+                response_only=True,
+                status_codes=["200"],
+            )
+        ],
     )
     def retrieve(self, request, session_id: str):
         parsed_id = _parse_session_id(session_id)

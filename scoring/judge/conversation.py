@@ -3,12 +3,20 @@
 Turn 1 sends the score prompt and takes the total score from the last line of
 the reply; turn 2 sends the missing-tools follow-up in the same conversation,
 so the judge sees its own turn-1 analysis.
+
+With SCORING_JUDGE_SAMPLES=k above 1, turn 1 is sampled k times at once: the
+score is the samples' median and turn 2 continues the median sample's
+conversation (docs/scoring.md, "Samples").
 """
 
+import logging
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+
+from django.conf import settings
 
 from scoring.judge import errors, injection, llm
 from scoring.judge.prompts import (
@@ -28,6 +36,8 @@ _EMPHASIS = re.compile(r"[*_`]+")
 _SCORE_AT_END = re.compile(r"(?<![\d.\-+/])(\d+)\s*$")
 RAW_REPLY_TAIL_CHARS = 500
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class JudgeResult:
@@ -38,6 +48,20 @@ class JudgeResult:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: Decimal | None = None
+    # With several samples: each one's score as sampled (None for a sample that failed),
+    # max - min of those scores (None under two), and whether that is over SCORING_UNSTABLE_SPREAD.
+    score_samples: list[int | None] | None = None
+    score_spread: int | None = None
+    unstable: bool = False
+
+
+@dataclass
+class _Sample:
+    """One turn 1: its score, its analysis, and its conversation, for turn 2 to continue."""
+
+    score: int
+    analysis: str
+    messages: list[dict]
 
 
 def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
@@ -72,20 +96,22 @@ def extract_score(reply: str) -> tuple[int | None, str]:
 
 
 class _Usage:
-    """Adds up tokens and cost over the conversation's calls."""
+    """Adds up tokens and cost over the conversation's calls, samples' threads included."""
 
     def __init__(self):
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost_usd: Decimal | None = None
         self.model = ""
+        self._lock = threading.Lock()
 
     def add(self, reply: llm.LLMReply) -> str:
-        self.input_tokens += reply.input_tokens or 0
-        self.output_tokens += reply.output_tokens or 0
-        if reply.cost_usd is not None:
-            self.cost_usd = (self.cost_usd or Decimal(0)) + reply.cost_usd
-        self.model = reply.model
+        with self._lock:
+            self.input_tokens += reply.input_tokens or 0
+            self.output_tokens += reply.output_tokens or 0
+            if reply.cost_usd is not None:
+                self.cost_usd = (self.cost_usd or Decimal(0)) + reply.cost_usd
+            self.model = reply.model
         return reply.content
 
 
@@ -98,13 +124,34 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     SCORING_MAX_INPUT_TOKENS.
     """
     usage = _Usage()
-
-    def ask(messages: list[dict]) -> str:
-        return usage.add(llm.complete(messages, deadline=deadline))
-
     prompt = build_score_prompt(session)
     llm.check_input_size(len(prompt))
     on_phase(events.PHASE_ANALYZING)
+    if settings.SCORING_JUDGE_SAMPLES == 1:
+        chosen = _score_sample(prompt, lambda messages: usage.add(llm.complete(messages, deadline=deadline)))
+        stability = {}
+    else:
+        chosen, stability = _median_sample(prompt, settings.SCORING_JUDGE_SAMPLES, usage, deadline)
+
+    on_phase(events.PHASE_MISSING_TOOLS)
+    messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
+    missing_tools_analysis = usage.add(llm.complete(messages, deadline=deadline))
+
+    return JudgeResult(
+        total_score=chosen.score,
+        score_analysis=chosen.analysis,
+        missing_tools_analysis=missing_tools_analysis,
+        judge_model=usage.model,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        **stability,
+    )
+
+
+def _score_sample(prompt: str, ask: Callable[[list[dict]], str]) -> _Sample:
+    """Turn 1: the score prompt, and the score from the reply's last line (the judge is
+    asked once, in the same conversation, to restate a missing one)."""
     messages = [{"role": "user", "content": prompt}]
     turn1 = ask(messages)
     messages.append({"role": "assistant", "content": turn1})
@@ -119,17 +166,38 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
                 "judge reply has no 0-100 score on its last line, even when asked to restate it; "
                 f"reply ends with: {turn1[-RAW_REPLY_TAIL_CHARS:]!r}; restated: {restated[-100:]!r}"
             )
+    return _Sample(total_score, score_analysis, messages)
 
-    on_phase(events.PHASE_MISSING_TOOLS)
-    messages.append({"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS})
-    missing_tools_analysis = ask(messages)
 
-    return JudgeResult(
-        total_score=total_score,
-        score_analysis=score_analysis,
-        missing_tools_analysis=missing_tools_analysis,
-        judge_model=usage.model,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cost_usd=usage.cost_usd,
-    )
+def _median_sample(prompt: str, k: int, usage: _Usage, deadline: float | None) -> tuple[_Sample, dict]:
+    """Turn 1 ``k`` times at once; the sample whose score is the median, and the
+    ``JudgeResult`` fields that say how far the samples agree.
+
+    A sample that fails (the provider, after its retries, or no score even when restated)
+    is left out; the scoring fails only when every sample fails. For an even count the
+    median is the lower middle score, so that it is a sample's and turn 2 can continue
+    that sample's conversation (the first such sample, in sampling order).
+    """
+
+    def sample(ask: llm.Ask) -> _Sample:
+        return _score_sample(prompt, lambda messages: usage.add(ask(messages)))
+
+    outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
+    for position, outcome in enumerate(outcomes, start=1):
+        if isinstance(outcome, Exception) and not isinstance(outcome, errors.JudgeLLMError):
+            raise outcome  # a bug, not the judge: failed as an unexpected error
+        if isinstance(outcome, errors.JudgeLLMError):
+            logger.warning("judge sample %d of %d failed: %s", position, k, outcome)
+    samples = [outcome for outcome in outcomes if isinstance(outcome, _Sample)]
+    if not samples:
+        reasons = list(dict.fromkeys(str(outcome) for outcome in outcomes))
+        raise errors.JudgeLLMError(f"all {k} judge samples failed: " + "; ".join(reasons)) from outcomes[0]
+    scores = sorted(sample.score for sample in samples)
+    median = scores[(len(scores) - 1) // 2]
+    spread = scores[-1] - scores[0] if len(scores) > 1 else None
+    stability = {
+        "score_samples": [outcome.score if isinstance(outcome, _Sample) else None for outcome in outcomes],
+        "score_spread": spread,
+        "unstable": spread is not None and spread > settings.SCORING_UNSTABLE_SPREAD,
+    }
+    return next(sample for sample in samples if sample.score == median), stability

@@ -8,11 +8,15 @@ See docs/llm.md.
 
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -193,20 +197,70 @@ def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply
     ``deadline`` is a ``time.monotonic()`` timestamp by which the call must be
     over, retries included. Raises ``JudgeLLMError`` (or a subclass) on failure.
     """
+    model = _callable_model()
+    try:
+        reply = _complete_with_retries(model, messages, deadline)
+    except JudgeLLMError as error:
+        _record_failure(model, error)
+        raise
+    circuit.record_success(model)
+    return reply
+
+
+Ask = Callable[[list[dict]], LLMReply]
+
+
+def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadline: float | None = None) -> list:
+    """Run each of ``conversations`` on a thread of its own, all at once; return what each
+    returned, or the exception it raised, in the order given.
+
+    Each is called with an ``ask(messages)`` that makes one judge call as ``complete`` does
+    (its timeout, retries and the deadline) but touches no database, so that k conversations
+    hold no more connections than one: the breaker is checked once before they start, and each
+    call is counted in it here once all have ended, in the order the calls ended. Threads, not
+    litellm's asyncio API: they reuse the retry loop above as it is, and wait on the network
+    with the GIL released. Raises what ``complete`` raises before any call.
+    """
+    model = _callable_model()
+    call_errors: list[JudgeLLMError | None] = []  # None for a call that succeeded
+    lock = threading.Lock()
+
+    def ask(messages: list[dict]) -> LLMReply:
+        try:
+            reply = _complete_with_retries(model, messages, deadline)
+        except JudgeLLMError as error:
+            with lock:
+                call_errors.append(error)
+            raise
+        with lock:
+            call_errors.append(None)
+        return reply
+
+    with ThreadPoolExecutor(max_workers=len(conversations), thread_name_prefix="judge-sample") as pool:
+        # A copy of this thread's context each, so that their log lines name the score.
+        futures = [pool.submit(contextvars.copy_context().run, run, ask) for run in conversations]
+    for error in call_errors:
+        if error is None:
+            circuit.record_success(model)
+        else:
+            _record_failure(model, error)
+    return [future.exception() or future.result() for future in futures]
+
+
+def _callable_model() -> str:
+    """The configured model, once the breaker lets calls through; this thread's connection is given back."""
     model = settings.SCORING_LLM_MODEL
     if not model:
         raise JudgeNotConfigured()
     circuit.check(model)
     release_db_connection()
-    try:
-        reply = _complete_with_retries(model, messages, deadline)
-    except JudgeLLMError as error:
-        logger.warning("judge LLM call to %s failed: %s", model, error)
-        if error.counts_for_circuit:
-            circuit.record_failure(model, str(error))
-        raise
-    circuit.record_success(model)
-    return reply
+    return model
+
+
+def _record_failure(model: str, error: JudgeLLMError) -> None:
+    logger.warning("judge LLM call to %s failed: %s", model, error)
+    if error.counts_for_circuit:
+        circuit.record_failure(model, str(error))
 
 
 def count_tokens(text: str) -> int:

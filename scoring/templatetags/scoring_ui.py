@@ -135,3 +135,14 @@ def band_meaning(total_score) -> str:
 @register.filter
 def criteria_label(prompt_hash) -> str:
     return "current" if is_current_criteria(prompt_hash) else "obsolete"
+
+
+@register.filter
+def samples_note(score) -> str:
+    """A score's judge samples, for the score panel and the admin: "unstable: samples 62,
+    70, 85 (spread 23)"; "" for a score made from one sample."""
+    if not score.score_samples:
+        return ""
+    samples = ", ".join("failed" if sample is None else str(sample) for sample in score.score_samples)
+    spread = f" (spread {score.score_spread})" if score.score_spread is not None else ""
+    return f"{'unstable: ' if score.unstable else ''}samples {samples}{spread}"

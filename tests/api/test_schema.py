@@ -44,6 +44,17 @@ def test_get_score_documents_its_body_and_errors(schema):
     assert "current_prompt_used" in body_schema(schema, get, "200")["properties"]
 
 
+def test_get_score_documents_the_samples_with_an_example(schema):
+    get = schema["paths"][SCORE_PATH]["get"]
+    properties = body_schema(schema, get, "200")["properties"]
+    assert properties["score_samples"]["type"] == "array" and properties["score_samples"]["nullable"] is True
+    assert properties["score_samples"]["items"]["nullable"] is True
+    assert properties["score_spread"]["nullable"] is True and properties["unstable"]["type"] == "boolean"
+    [example] = get["responses"]["200"]["content"]["application/json"]["examples"].values()
+    assert example["value"]["score_samples"] == [62, 70, 85] and example["value"]["unstable"] is True
+    assert set(example["value"]) == set(properties)
+
+
 def test_swagger_ui_is_served_from_our_own_static_files():
     page = APIClient().get("/api/docs/")
     assert page.status_code == 200

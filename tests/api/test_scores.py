@@ -247,6 +247,18 @@ def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(opera
     assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000
 
 
+def test_get_reports_the_samples_their_spread_and_whether_the_score_is_unstable(operator_client):
+    sampled = make_session()
+    make_score(sampled, total_score=70, score_samples=[85, 62, 70], score_spread=23, unstable=True)
+    single = make_session()
+    make_score(single)
+
+    data = operator_client.get(url(sampled.session_id)).json()
+    assert (data["score_samples"], data["score_spread"], data["unstable"]) == ([85, 62, 70], 23, True)
+    data = operator_client.get(url(single.session_id)).json()
+    assert (data["score_samples"], data["score_spread"], data["unstable"]) == (None, None, False)
+
+
 def test_reading_a_score_takes_one_query_once_the_caller_is_known():
     session = make_session()
     make_score(session)

@@ -20,6 +20,7 @@ from tests.support.fake_llm import (
     Hang,
     Malformed,
     Reply,
+    Together,
     context_length_exceeded,
     rate_limited,
     unauthorized,
@@ -353,6 +354,41 @@ def test_failed_probe_after_cool_down_reopens_the_breaker(judge_llm, settings):
     with pytest.raises(errors.CircuitOpen, match="after 6 consecutive failed calls"):
         llm.complete(MESSAGES)
     assert len(judge_llm.requests) == 6
+
+
+# --- Several conversations at once (the judge's samples) --------------------------------------
+
+
+def test_concurrent_conversations_each_give_what_they_returned_or_raised_in_the_order_given(judge_llm):
+    judge_llm.set_default(Together([Reply("ok"), Reply("ok"), unauthorized()]))
+
+    def conversation(number):
+        return lambda ask: (number, ask(MESSAGES).content)
+
+    outcomes = llm.run_concurrently([conversation(number) for number in range(3)])
+
+    answered = [position for position, outcome in enumerate(outcomes) if isinstance(outcome, tuple)]
+    assert [outcomes[position] for position in answered] == [(position, "ok") for position in answered]
+    [error] = [outcome for outcome in outcomes if not isinstance(outcome, tuple)]
+    assert isinstance(error, errors.JudgeLLMError) and str(error).startswith("judge LLM rejected the credentials (401)")
+
+
+def test_every_call_of_concurrent_conversations_counts_in_the_breaker(judge_llm):
+    judge_llm.set_default(unauthorized())
+
+    outcomes = llm.run_concurrently([lambda ask: ask(MESSAGES)] * 3)
+
+    assert all(isinstance(outcome, errors.JudgeLLMError) for outcome in outcomes)
+    assert circuit.state("openai/fake-judge")["consecutive_failures"] == 3
+
+
+def test_concurrent_conversations_are_refused_before_any_call_while_the_breaker_is_open(judge_llm):
+    judge_llm.set_default(unauthorized())
+    fail_calls(5)
+
+    with pytest.raises(errors.CircuitOpen):
+        llm.run_concurrently([lambda ask: ask(MESSAGES)] * 2)
+    assert len(judge_llm.requests) == 5
 
 
 def test_importing_the_client_does_not_import_litellm():

@@ -22,7 +22,7 @@ import argparse
 import json
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from scoring.judge.demo_judge import (
@@ -83,6 +83,26 @@ class Garbage:
 
 
 Step = Reply | Error | Hang | CloseConnection | Malformed | Garbage
+
+
+class Together:
+    """A default (``set_default``) that holds each request until ``len(steps)`` of them are in
+    the server at once, then answers each with the next of ``steps``: proof that a client sent
+    them concurrently. If they do not all come within ``timeout`` seconds, those waiting (and
+    any later) get a 500 saying so, so that a test of concurrency fails instead of hanging."""
+
+    def __init__(self, steps: Sequence[Step], timeout: float = 10.0):
+        self._steps = deque(steps)
+        self._barrier = threading.Barrier(len(steps), timeout=timeout)
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict | None) -> Step:
+        try:
+            self._barrier.wait()
+        except threading.BrokenBarrierError:
+            return Error(500, f"fewer than {self._barrier.parties} requests were in the server at once")
+        with self._lock:
+            return self._steps.popleft()
 
 
 def rate_limited(retry_after: str | None = None) -> Error:

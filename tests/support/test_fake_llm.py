@@ -5,10 +5,11 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.support.fake_llm import Error, Reply
+from tests.support.fake_llm import Error, Reply, Together
 from tests.support.servers import REPO_DIR
 from tests.support.throwaway_servers import free_port
 
@@ -56,6 +57,19 @@ def test_steps_run_in_order_then_the_default(fake_llm):
         "/v1/chat/completions",
     ]
     assert fake_llm.requests[0].messages == CHAT["messages"]
+
+
+def test_together_answers_only_requests_that_are_in_the_server_at_once(fake_llm):
+    fake_llm.set_default(Together([Reply("a"), Reply("b")], timeout=5))
+    with ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda _: post(fake_llm.url, CHAT), range(2)))
+    assert sorted(body["choices"][0]["message"]["content"] for _, _, body in together) == ["a", "b"]
+
+    fake_llm.set_default(Together([Reply("a"), Reply("b")], timeout=0.2))
+    alone = [post(fake_llm.url, CHAT), post(fake_llm.url, CHAT)]
+    assert [(status, body["error"]["message"]) for status, _, body in alone] == [
+        (500, "fewer than 2 requests were in the server at once")
+    ] * 2
 
 
 def test_unknown_path_is_a_404_that_leaves_the_script_alone(fake_llm):
