@@ -412,7 +412,8 @@ INSIGHTS_URL = reverse("scoring:insights")
 
 @pytest.fixture
 def fleet():
-    """Two alert types on two chains, one session lacking a tool, one re-scored (it counts once, by its newest)."""
+    """Two alert types on two chains, one session lacking a tool, one re-scored (it counts once,
+    by its newest), one unstable."""
     k8s = make_session(alert_type="kubernetes", chain_id="k8s-chain", started_at_us=T0_US)
     db = make_session(alert_type="database", chain_id="db-chain", started_at_us=T0_US + 8 * 86_400_000_000)
     make_score(k8s, total_score=20, scored_at_us=T0_US + 1)
@@ -421,7 +422,7 @@ def fleet():
         dimensions={"logical_flow": 10, "consistency": 12, "tool_relevance": 8, "synthesis_quality": 10},
     )  # fmt: skip
     MissingTool.objects.create(score=latest, name="`pods_log`", key="pods_log", position=0)
-    make_score(db, total_score=90)
+    make_score(db, total_score=90, score_samples=[70, 90, 95], score_spread=25, unstable=True)
     return {"kubernetes": k8s, "database": db}
 
 
@@ -467,6 +468,7 @@ def test_insights_show_each_figure_over_each_sessions_newest_score(admin_client,
     assert f'href="{session_link}#missing-tools"' in page  # the backlog's session lacking pods_log
     assert "`pods_log`" in page
     assert '<td data-label="Tool relevance">8.0</td>' in page  # the criteria means' table, beside their chart
+    assert '<td data-label="Samples">70, 90, 95</td>' in page  # the unstable score
     assert "data-report-button" in page
 
 

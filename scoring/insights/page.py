@@ -6,11 +6,13 @@ from scoring.insights.agreement import agreement
 from scoring.insights.backlog import missing_tools_backlog
 from scoring.insights.filters import InsightFilters
 from scoring.insights.reports import latest_report
+from scoring.insights.stability import unstable_scores
 from scoring.insights.stats import DIMENSIONS, fleet_stats
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 # The page shows the head of the long lists; the API gives them whole.
 BACKLOG_ROWS = 20
+UNSTABLE_ROWS = 20
 
 
 def dimension_labels() -> list[dict]:
@@ -51,6 +53,7 @@ def insights_figures(filters: InsightFilters) -> dict:
         "agreement": agreement(filters),
         "dimensions": dimension_labels(),
         "dimension_table": _dimension_table(alert_types),
+        "unstable": list(unstable_scores(filters, limit=UNSTABLE_ROWS)),
         "report": latest_report(),
     }
 

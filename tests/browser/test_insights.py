@@ -55,7 +55,8 @@ def dimensions(total: int) -> dict:
 
 
 def fleet() -> dict:
-    """Four weeks of kubernetes and database sessions on two chains, with missing tools."""
+    """Four weeks of kubernetes and database sessions on two chains, with missing tools
+    and an unstable score."""
     scores = {}
     plan = [
         ("kubernetes", "kubernetes-agent-chain", [38, 55, 61], ["kubectl_logs", "node_metrics_history"]),
@@ -72,6 +73,9 @@ def fleet() -> dict:
             for position, tool in enumerate(tools):
                 MissingTool.objects.create(score=score, name=tool, key=tool, position=position)
             scores[(week, index)] = score
+    unstable = scores[(0, 1)]
+    unstable.score_samples, unstable.score_spread, unstable.unstable = [40, 55, 72], 32, True
+    unstable.save()
     return scores
 
 
@@ -94,6 +98,7 @@ def test_the_page_draws_its_figures_writes_a_report_filters_and_leads_to_session
     by_alert_type = wide.locator("#by-alert-type table tbody tr")
     expect(by_alert_type).to_have_count(2)
     expect(wide.locator("#missing-tools")).to_contain_text("kubectl_logs")
+    expect(wide.locator("#unstable-title + p + table")).to_contain_text("40, 55, 72")
     expect(wide.locator("#agreement-title + table")).to_contain_text("openai/gpt-5")
 
     wide.get_by_role("button", name="Write a new report").click()
