@@ -84,7 +84,8 @@
     chart(canvasId, {
       type: "bar",
       data: {
-        labels: rows.map((row) => row.key + " · mean " + one(row.mean_score, 1) + " · " + row.sessions + " sessions"),
+        // Two lines, so that a long name still fits beside the bars on a phone.
+        labels: rows.map((row) => [String(row.key), "mean " + one(row.mean_score, 1) + " · " + row.sessions + " sessions"]),
         datasets: bandDatasets(rows, bands),
       },
       options: {

@@ -141,7 +141,7 @@ def test_the_page_draws_its_figures_writes_a_report_filters_and_leads_to_session
         box = phone.locator(f"#{chart}").bounding_box()
         assert 0 < box["width"] <= PHONE["width"], chart
     assert fits(phone)
-    phone.screenshot(path=screenshots / "insights-390.png")
+    phone.screenshot(path=screenshots / "insights-390.png", full_page=True)
     assert problems(phone) == []
 
 
