@@ -26,10 +26,12 @@ def any_completed_score() -> bool:
 
 
 def filter_choices() -> dict:
-    """The values the filter form lists: alert types, chains, and the criteria hashes scores were made under."""
+    """The values the filter form lists: alert types, chains, and the criteria hashes
+    scores were made under."""
+    chains = AlertSession.objects.order_by("chain_id").values_list("chain_id", flat=True).distinct()
     return {
         "alert_types": selectors.alert_types(),
-        "chains": list(AlertSession.objects.order_by("chain_id").values_list("chain_id", flat=True).distinct()),
+        "chains": list(chains),
         "prompt_hashes": list(
             SessionScore.objects.filter(status=ScoringStatus.COMPLETED)
             .order_by("prompt_hash")
@@ -60,7 +62,8 @@ def insights_figures(filters: InsightFilters) -> dict:
 
 def _dimension_table(rows: list[dict]) -> list[dict]:
     """Each group's criteria means as (criterion's label, mean) pairs, in the criteria's order."""
+    labels = dimension_labels()
     return [
-        {"key": row["key"], "means": [(d["label"], row["dimension_means"].get(d["key"])) for d in dimension_labels()]}
+        {"key": row["key"], "means": [(d["label"], row["dimension_means"].get(d["key"])) for d in labels]}
         for row in rows
     ]

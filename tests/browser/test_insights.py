@@ -66,10 +66,11 @@ def fleet() -> dict:
     ]
     for week, (alert_type, chain, totals, tools) in enumerate(plan):
         for index, total in enumerate(totals):
-            session = make_session(
-                alert_type=alert_type, chain_id=chain, started_at_us=T0_US + week * WEEK_US + index * 3_600_000_000
+            started_us = T0_US + week * WEEK_US + index * 3_600_000_000
+            session = make_session(alert_type=alert_type, chain_id=chain, started_at_us=started_us)
+            score = make_score(
+                session, total_score=total, dimensions=dimensions(total), judge_model="openai/gpt-5"
             )
-            score = make_score(session, total_score=total, dimensions=dimensions(total), judge_model="openai/gpt-5")
             for position, tool in enumerate(tools):
                 MissingTool.objects.create(score=score, name=tool, key=tool, position=position)
             scores[(week, index)] = score
@@ -132,7 +133,7 @@ def test_the_page_draws_its_figures_writes_a_report_filters_and_leads_to_session
     expect(wide.locator("[data-filter-error]")).to_contain_text("since: not an ISO 8601 date or date-time")
     # The page's own status (400) is all the browser reports.
     [reported] = problems(wide)
-    assert reported.startswith("Failed to load resource: the server responded with a status of 400 (Bad Request)")
+    assert reported.startswith("Failed to load resource: the server responded with a status of 400")
 
     phone = watched(signed_in(PHONE))
     phone.goto(live_site.url("/insights/"))
