@@ -18,6 +18,7 @@ urlpatterns = [
     # POST only: ends the Django session of any user, staff or not (the admin's
     # logout sends a non-staff user back to its index without ending it).
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("insights/", views.insights, name="insights"),
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
     path("sessions/<uuid:session_id>/score-panel", views.score_panel, name="score-panel"),
     path(

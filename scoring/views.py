@@ -1,4 +1,5 @@
-"""Dashboard pages: the session list with scores, and a session beside its score.
+"""Dashboard pages: the session list with scores, a session beside its score, and the
+insights across sessions.
 
 Pages only read. Scoring is requested by the page script through the REST API
 and its progress arrives on the WebSocket (``static/scoring/dashboard.js``).
@@ -16,6 +17,8 @@ from django.views import defaults
 
 from scoring import selectors
 from scoring.api.errors import INTERNAL_ERROR_DETAIL
+from scoring.insights import page as insights_page
+from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
 from scoring.judge import rendering
 from scoring.models import AlertSession
 from scoring.templatetags.scoring_ui import badge_catalog
@@ -132,6 +135,28 @@ def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
     session = _session_or_404(_score_view_sessions(), session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
+
+
+@login_required
+def insights(request):
+    """Fleet statistics, the missing-tools backlog, the judge's trust and the MCP report,
+    under the insights' shared filters; a filter that cannot be read is said, with a 400."""
+    context = {
+        "values": {name: request.GET.get(name, "") for name in FILTER_PARAMS},
+        "choices": insights_page.filter_choices(),
+        "has_scores": insights_page.any_completed_score(),
+        "band_list": [{"key": band.key, "label": band.label} for band in selectors.SCORE_BANDS],
+    }
+    try:
+        filters = parse_filters(request.GET)
+    except InvalidFilter as error:
+        return render(request, "scoring/insights.html", {**context, "filter_error": str(error)}, status=400)
+    figures = insights_page.insights_figures(filters) if context["has_scores"] else {}
+    return render(
+        request,
+        "scoring/insights.html",
+        {**context, **figures, "filters": filters.as_params()},
+    )
 
 
 def favicon(request):

@@ -109,7 +109,8 @@ def test_the_dashboard_logs_out_on_its_own_page_not_the_admins(client):
 def test_a_user_who_is_not_staff_is_never_sent_to_the_admin_from_the_dashboard(client):
     client.force_login(get_user_model().objects.create_user("viewer"))
     session = make_session()
-    for page in ("/", f"/sessions/{session.session_id}/", f"/sessions/{uuid.uuid4()}/", "/api/v1/"):
+    pages = ("/", f"/sessions/{session.session_id}/", f"/sessions/{uuid.uuid4()}/", "/insights/", "/api/v1/")
+    for page in pages:
         response = client.get(page, HTTP_ACCEPT="text/html")
         assert response.status_code in (200, 404), page
         assert "/admin/" not in response.content.decode(), page
@@ -197,7 +198,8 @@ def csp_directives(response) -> dict[str, list[str]]:
 def test_every_page_forbids_inline_and_foreign_scripts(client):
     client.force_login(get_user_model().objects.create_superuser("operator", "o@example.com", PASSWORD))
     session = make_session()
-    for page in ("/", f"/sessions/{session.session_id}/", "/login/", "/admin/", "/api/docs/", "/api/redoc/", "/api-auth/login/"):
+    pages = ["/", f"/sessions/{session.session_id}/", "/insights/", "/login/", "/admin/"]
+    for page in [*pages, "/api/docs/", "/api/redoc/", "/api-auth/login/"]:
         directives = csp_directives(client.get(page))
         assert directives["script-src"] == ["'self'"], page
         assert directives["object-src"] == ["'none'"] and directives["frame-ancestors"] == ["'none'"], page

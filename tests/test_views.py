@@ -10,9 +10,10 @@ from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, ScoreReview
+from scoring.models import AlertSession, InsightReport, MissingTool, ScoreReview
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
+from tests.support.servers import REPO_DIR
 
 LIST_URL = reverse("scoring:session-list")
 
@@ -438,3 +439,144 @@ def test_pages_name_their_icon_and_favicon_ico_leads_to_it(client):
 
     assert '<link rel="icon" href="/static/scoring/favicon.svg" type="image/svg+xml">' in page
     assert favicon.status_code == 302 and favicon["Location"] == "/static/scoring/favicon.svg"
+
+
+# --- The insights page (its browser behaviour: tests/browser/test_insights.py) ---
+
+INSIGHTS_URL = reverse("scoring:insights")
+
+
+@pytest.fixture
+def fleet():
+    """Two alert types on two chains, one session lacking a tool, one re-scored (it counts once,
+    by its newest), one unstable."""
+    k8s = make_session(alert_type="kubernetes", chain_id="k8s-chain", started_at_us=T0_US)
+    db = make_session(alert_type="database", chain_id="db-chain", started_at_us=T0_US + 8 * 86_400_000_000)
+    make_score(k8s, total_score=20, scored_at_us=T0_US + 1)
+    latest = make_score(
+        k8s, total_score=40, scored_at_us=T0_US + 2,
+        dimensions={"logical_flow": 10, "consistency": 12, "tool_relevance": 8, "synthesis_quality": 10},
+    )  # fmt: skip
+    MissingTool.objects.create(score=latest, name="`pods_log`", key="pods_log", position=0)
+    make_score(db, total_score=90, score_samples=[70, 90, 95], score_spread=25, unstable=True)
+    return {"kubernetes": k8s, "database": db}
+
+
+def chart_rows(page: str, data_id: str) -> list[dict]:
+    """The rows a chart is drawn from (the page's json_script data)."""
+    pattern = rf'<script id="{data_id}" type="application/json">(.*?)</script>'
+    return json.loads(re.search(pattern, page, re.S).group(1))
+
+
+def group_keys(page: str, data_id: str) -> list:
+    return [row["key"] for row in chart_rows(page, data_id)]
+
+
+@pytest.mark.django_db
+def test_insights_need_a_login_and_the_header_links_them(client, admin_client):
+    assert client.get(INSIGHTS_URL)["Location"] == f"/login/?next={INSIGHTS_URL}"
+    assert f'<a href="{INSIGHTS_URL}">Insights</a>' in admin_client.get(LIST_URL).content.decode()
+
+
+@pytest.mark.django_db
+def test_insights_without_scores_say_how_to_get_some(admin_client):
+    make_score(make_session(), status="failed")  # a failed scoring is no score to compute from
+    response = admin_client.get(INSIGHTS_URL)
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert "No scores yet." in page and "manage.py import_sessions" in page and "score_sessions" in page
+    assert "<canvas" not in page and "chart.umd.min.js" not in page
+    assert "data-report-button" not in page  # a report needs scores to read
+
+
+@pytest.mark.django_db
+def test_insights_show_each_figure_over_each_sessions_newest_score(admin_client, fleet):
+    response = admin_client.get(INSIGHTS_URL)
+    page = response.content.decode()
+    assert response.status_code == 200
+    for chart in ("trend-chart", "alert-type-chart", "chain-chart", "dimensions-chart"):
+        assert f'<canvas id="{chart}"' in page
+    assert '/static/vendor/chart.js/chart.umd.min.js' in page
+    assert sorted(group_keys(page, "insights-alert-types")) == ["database", "kubernetes"]
+    assert sorted(group_keys(page, "insights-chains")) == ["db-chain", "k8s-chain"]
+    assert len(group_keys(page, "insights-weeks")) == 2
+    kubernetes = next(row for row in chart_rows(page, "insights-alert-types") if row["key"] == "kubernetes")
+    assert kubernetes["sessions"] == 1 and kubernetes["mean_score"] == 40  # the re-score replaced the 20
+    session_link = reverse("scoring:session-detail", args=[fleet["kubernetes"].session_id])
+    assert f'href="{session_link}#missing-tools"' in page  # the backlog's session lacking pods_log
+    assert "`pods_log`" in page
+    assert '<td data-label="Tool relevance">8.0</td>' in page  # the criteria means' table, beside their chart
+    assert '<td data-label="Samples">70, 90, 95</td>' in page  # the unstable score
+    assert "data-report-button" in page
+
+
+@pytest.mark.django_db
+def test_insights_filters_select_the_sessions(admin_client, fleet):
+    page = admin_client.get(INSIGHTS_URL, {"alert_type": "database"}).content.decode()
+    assert group_keys(page, "insights-alert-types") == ["database"]
+    assert '<option value="database" selected>' in page
+    page = admin_client.get(INSIGHTS_URL, {"since": "2026-01-05", "until": "2026-02-01"}).content.decode()
+    assert group_keys(page, "insights-chains") == ["db-chain"]
+    assert 'name="since" value="2026-01-05"' in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("chain", ["no-such-chain", "failing-chain"])
+def test_insights_filters_that_match_no_completed_score_say_so(admin_client, fleet, chain):
+    make_score(make_session(chain_id="failing-chain"), status="failed")
+    response = admin_client.get(INSIGHTS_URL, {"chain_id": chain})
+    assert response.status_code == 200
+    assert "No scored session matches these filters." in response.content.decode()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"since": "last tuesday"}, "since: not an ISO 8601 date or date-time: &#x27;last tuesday&#x27;"),
+        ({"since": "2026-02-01", "until": "2026-01-01"}, "until: must be later than since"),
+    ],
+)
+def test_an_unreadable_insights_filter_is_a_400_that_says_which(admin_client, fleet, query, message):
+    response = admin_client.get(INSIGHTS_URL, query)
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "This filter cannot be read." in page and message in page
+    assert "<canvas" not in page
+    assert f'value="{query["since"]}"' in page  # the form keeps what was typed, to correct it
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("fields", "shown"),
+    [
+        (
+            {"status": "completed", "report": "## Build first: pods_log\n\n<script>alert(1)</script>"},
+            "<h2>Build first: pods_log</h2>",
+        ),
+        (
+            {"status": "failed", "error_message": "judge LLM timed out"},
+            "The report failed.</strong> judge LLM timed out",
+        ),
+        ({"status": "in_progress"}, "data-report-running="),
+    ],
+)
+def test_insights_show_the_latest_report_in_its_state(admin_client, fleet, fields, shown):
+    InsightReport.objects.create(
+        requested_by="alice", requested_at_us=T0_US, filters={"alert_type": "kubernetes"},
+        score_ids=["a", "b"], **fields,
+    )  # fmt: skip
+    page = admin_client.get(INSIGHTS_URL).content.decode()
+    assert shown in page
+    assert "requested by alice on 2026-01-01 00:00:00 UTC over 2 scores (alert_type kubernetes)" in page
+    assert "<script>alert(1)</script>" not in page  # the model's text is rendered safely (scoring.markdown)
+
+
+def test_the_vendored_chart_library_is_the_one_the_docs_name_with_its_licence():
+    vendored = REPO_DIR / "static" / "vendor" / "chart.js"
+    docs = (REPO_DIR / "docs" / "dashboard.md").read_text()
+    documented = re.search(r"\*\*Chart\.js (\d+\.\d+\.\d+)\*\* \(MIT licence", docs)
+    banner = (vendored / "chart.umd.min.js").read_text()[:200]
+    assert documented and f"Chart.js v{documented.group(1)}" in banner
+    assert "Released under the MIT License" in banner
+    assert (vendored / "LICENSE.md").read_text().startswith("The MIT License (MIT)")

@@ -1,11 +1,10 @@
 """The pages at 1280 px and 390 px wide, on realistic sessions, with screenshots.
 
 Screenshots go to the test's temporary folder; with UPDATE_SCREENSHOTS=1 they
-replace the ones in docs/screenshots (see docs/dashboard.md).
+replace the ones in docs/screenshots (the ``screenshots`` fixture, see docs/dashboard.md).
 """
 
 import json
-import os
 
 import pytest
 from django.contrib.auth.models import User
@@ -39,13 +38,6 @@ MISSING_TOOLS = """1. **pods_log** (previous container): the worker's output wou
 def fits(page) -> bool:
     """Whether the page needs no sideways scrolling."""
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-
-
-@pytest.fixture
-def screenshots(tmp_path):
-    folder = REPO_DIR / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 def imported_samples():

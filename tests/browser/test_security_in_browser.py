@@ -8,24 +8,13 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from tests.support.browser import EXPECT_TIMEOUT_MS, OPERATOR
+from tests.support.browser import EXPECT_TIMEOUT_MS, OPERATOR, RECORD_VIOLATIONS_SCRIPT, record_console_error
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "a-long-password-1"
-
-# Records every Content-Security-Policy violation the page reports, before any of its scripts run.
-RECORD_VIOLATIONS_SCRIPT = """
-window.__cspViolations = [];
-document.addEventListener("securitypolicyviolation", (event) => {
-  window.__cspViolations.push(
-    `${event.violatedDirective} blocked ${event.blockedURI || "inline"} at ${event.sourceFile}:${event.lineNumber} ${event.sample}`
-  );
-});
-"""
-
 
 def open_page(chromium):
     """A fresh browser page that records console errors, uncaught errors and CSP violations."""
@@ -37,12 +26,6 @@ def open_page(chromium):
     page.on("pageerror", lambda error: page.problems.append(str(error)))
     page.add_init_script(RECORD_VIOLATIONS_SCRIPT)
     return page
-
-
-def record_console_error(page, message) -> None:
-    # Also a failed request: Chromium asks for /favicon.ico wherever a page names no icon.
-    if message.type == "error":
-        page.problems.append(f"{message.text} ({message.location.get('url')})")
 
 
 def problems(page) -> list[str]:

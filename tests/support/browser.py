@@ -60,6 +60,31 @@ document.addEventListener("DOMContentLoaded", () => {
 });
 """
 
+# Records every Content-Security-Policy violation the page reports, before any of its scripts run.
+RECORD_VIOLATIONS_SCRIPT = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", (event) => {
+  window.__cspViolations.push(
+    `${event.violatedDirective} blocked ${event.blockedURI || "inline"} at ${event.sourceFile}:${event.lineNumber} ${event.sample}`
+  );
+});
+"""
+
+
+def record_console_error(page, message) -> None:
+    # Also a failed request: Chromium asks for /favicon.ico wherever a page names no icon.
+    if message.type == "error":
+        page.problems.append(f"{message.text} ({message.location.get('url')})")
+
+
+@pytest.fixture
+def screenshots(tmp_path):
+    """Where a test writes its screenshots: its temporary folder, or with UPDATE_SCREENSHOTS=1
+    docs/screenshots (to update the ones the docs show)."""
+    folder = REPO_DIR / "docs" / "screenshots" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
 
 @pytest.fixture(scope="session")
 def collected_static():
