@@ -505,7 +505,7 @@ def test_insights_show_each_figure_over_each_sessions_newest_score(admin_client,
     session_link = reverse("scoring:session-detail", args=[fleet["kubernetes"].session_id])
     assert f'href="{session_link}#missing-tools"' in page  # the backlog's session lacking pods_log
     assert "`pods_log`" in page
-    assert '<td data-label="Tool relevance">8.0</td>' in page  # the criteria means' table, beside their chart
+    assert '<td data-label="Tool Relevance">8.0</td>' in page  # the criteria means' table, beside their chart
     assert '<td data-label="Samples">70, 90, 95</td>' in page  # the unstable score
     assert "data-report-button" in page
 

@@ -7,7 +7,8 @@ from scoring.insights.backlog import missing_tools_backlog
 from scoring.insights.filters import InsightFilters
 from scoring.insights.reports import latest_report
 from scoring.insights.stability import unstable_scores
-from scoring.insights.stats import DIMENSIONS, fleet_stats
+from scoring.insights.stats import fleet_stats
+from scoring.judge.replies import DIMENSION_LABELS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 # The page shows the head of the long lists; the API gives them whole.
@@ -16,8 +17,8 @@ UNSTABLE_ROWS = 20
 
 
 def dimension_labels() -> list[dict]:
-    """The judge's four criteria, each with its name for people ("Tool relevance")."""
-    return [{"key": key, "label": key.replace("_", " ").capitalize()} for key in DIMENSIONS]
+    """The judge's four criteria, each with its name as the judge's prompt writes it."""
+    return [{"key": key, "label": label} for key, label in DIMENSION_LABELS.items()]
 
 
 def any_completed_score() -> bool:
