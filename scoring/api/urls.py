@@ -8,12 +8,13 @@ from scoring.api.reviews import ScoreReviewsView
 from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 
-SESSION_ID_PLACEHOLDER = "{session_id}"
+# Stand-ins for the ids in the links, and what the root shows in their place.
+ID_PLACEHOLDERS = {"SESSION-ID": "{session_id}", "SCORE-ID": "{score_id}", "REPORT-ID": "{report_id}"}
 
 
 class APIRoot(routers.APIRootView):
-    """The API's endpoints. `{session_id}` stands for a session's UUID; the schema
-    and its docs describe every operation."""
+    """The API's endpoints. `{session_id}`, `{score_id}` and `{report_id}` stand for
+    UUIDs; the schema and its docs describe every operation."""
 
     name = "API root"
 
@@ -22,14 +23,22 @@ class APIRoot(routers.APIRootView):
 
         def link(name, **kwargs):
             # With a stand-in for the id: building the URL would percent-encode the braces.
-            return request.build_absolute_uri(reverse(name, kwargs=kwargs)).replace(
-                "SESSION-ID", SESSION_ID_PLACEHOLDER
-            )
+            url = request.build_absolute_uri(reverse(name, kwargs=kwargs))
+            for stand_in, placeholder in ID_PLACEHOLDERS.items():
+                url = url.replace(stand_in, placeholder)
+            return url
 
         response.data.update(
             {
                 "session": link("session-detail", session_id="SESSION-ID"),
                 "session-score": link("session-score", session_id="SESSION-ID"),
+                "session-scores": link("session-scores", session_id="SESSION-ID"),
+                "score-reviews": link("score-reviews", score_id="SCORE-ID"),
+                "stats": link("fleet-stats"),
+                "missing-tools": link("missing-tools"),
+                "agreement": link("agreement"),
+                "reports": link("insight-reports"),
+                "report": link("insight-report", report_id="REPORT-ID"),
                 "schema": link("schema"),
                 "docs": link("swagger-ui"),
             }

@@ -76,6 +76,13 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
         "sessions": "http://testserver/api/v1/sessions/",
         "session": "http://testserver/api/v1/sessions/{session_id}/",
         "session-score": "http://testserver/api/v1/scoring/sessions/{session_id}/score",
+        "session-scores": "http://testserver/api/v1/scoring/sessions/{session_id}/scores",
+        "score-reviews": "http://testserver/api/v1/scoring/scores/{score_id}/reviews",
+        "stats": "http://testserver/api/v1/scoring/stats/",
+        "missing-tools": "http://testserver/api/v1/scoring/missing-tools/",
+        "agreement": "http://testserver/api/v1/scoring/agreement/",
+        "reports": "http://testserver/api/v1/scoring/reports/",
+        "report": "http://testserver/api/v1/scoring/reports/{report_id}",
         "schema": "http://testserver/api/schema/",
         "docs": "http://testserver/api/docs/",
     }
