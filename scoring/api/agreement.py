@@ -1,12 +1,13 @@
 """``/api/v1/scoring/agreement/``: how far the judge agrees with its human reviewers
 (``scoring.insights.agreement``; docs/insights.md explains each figure)."""
 
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scoring.api.errors import DetailErrorSerializer
+from scoring.api.insights import FILTER_PARAMETERS
 from scoring.insights.agreement import agreement
 from scoring.insights.filters import InvalidFilter, parse_filters
 
@@ -50,13 +51,6 @@ class AgreementSerializer(serializers.Serializer):
     )
 
 
-_FILTER_PARAMETERS = [
-    OpenApiParameter("since", str, description="Sessions started at or after (ISO 8601 date or date-time)."),
-    OpenApiParameter("until", str, description="Sessions started before (ISO 8601 date or date-time, UTC)."),
-    OpenApiParameter("alert_type", str, description="One alert type."),
-    OpenApiParameter("chain_id", str, description="One agent chain."),
-    OpenApiParameter("prompt_hash", str, description="Scores made under one criteria hash."),
-]
 _BAD_DATE = "since: not an ISO 8601 date or date-time: 'yesterday'"
 _EXAMPLE = {
     "groups": [
@@ -99,7 +93,7 @@ class AgreementView(APIView):
             "difference, Spearman's ρ, linearly weighted Cohen's κ over the score bands, share of "
             "agree verdicts; and the pairs that differ most. docs/insights.md explains the figures."
         ),
-        parameters=_FILTER_PARAMETERS,
+        parameters=FILTER_PARAMETERS,
         responses={
             200: OpenApiResponse(
                 AgreementSerializer, examples=[OpenApiExample("One judge model", value=_EXAMPLE)]
