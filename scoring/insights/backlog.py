@@ -103,7 +103,7 @@ def _newest_sessions(selected, sessions_per_key: dict[str, int], every_key: bool
         if len(examples[key]) < EXAMPLES_PER_TOOL:
             examples[key].append(session_id)
     short = [key for key in keys if len(examples[key]) < min(sessions_per_key[key], EXAMPLES_PER_TOOL)]
-    if short and len(rows) == NEWEST_ROWS:
+    if short:
         rank = Window(RowNumber(), partition_by=F("missing_tools__key"), order_by=newest_first)
         ranked = (
             selected.filter(missing_tools__key__in=short)
