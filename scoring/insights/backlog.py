@@ -11,6 +11,9 @@ from django.db.models.functions import RowNumber
 from scoring.insights.filters import InsightFilters, latest_completed_scores
 
 EXAMPLES_PER_TOOL = 5
+# How many of the newest (session, tool) rows are read for the examples before a window
+# ranks the rows of the tools still short of them.
+NEWEST_ROWS = 2000
 
 
 def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> list[dict]:
@@ -41,12 +44,9 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
     if not ranked:
         return []
     total_sessions = selected.count()
-    with_tools = (
-        selected.filter(missing_tools__key__in=ranked)
-        if limit
-        else selected.filter(missing_tools__isnull=False)
+    examples = _newest_sessions(
+        selected, {key: by_key[key].sessions for key in ranked}, every_key=limit is None
     )
-    examples = _newest_sessions(with_tools)
     return [
         {
             "tool": _by_frequency(by_key[key].spellings)[0],
@@ -79,18 +79,41 @@ def _by_frequency(counter: Counter) -> list[str]:
     return sorted((value for value in counter if value), key=lambda value: (-counter[value], value))
 
 
-def _newest_sessions(scores) -> dict[str, list]:
-    """Per key, up to EXAMPLES_PER_TOOL sessions lacking it, the most recently started first
-    (``scores`` joined to their tools)."""
-    rank = Window(
-        RowNumber(),
-        partition_by=F("missing_tools__key"),
-        order_by=[F("session__started_at_us").desc(), F("session_id").desc()],
+def _newest_sessions(selected, sessions_per_key: dict[str, int], every_key: bool) -> dict[str, list]:
+    """Per key of ``sessions_per_key`` (how many sessions each has), up to EXAMPLES_PER_TOOL
+    of the ``selected`` scores' sessions lacking it, the most recently started first.
+
+    The newest NEWEST_ROWS (session, tool) rows, read through the sessions' start index, give
+    the common tools theirs: those rows begin every key's own newest-first list. Only the
+    keys still short of examples are ranked by a window over all their rows. (Each query
+    filters the tools in one filter() call, so that it joins them once.)
+    """
+    newest_first = [F("session__started_at_us").desc(), F("session_id").desc()]
+    keys = list(sessions_per_key)
+    with_tools = (
+        selected.filter(missing_tools__isnull=False)
+        if every_key
+        else selected.filter(missing_tools__key__in=keys)
     )
-    newest = scores.annotate(rank=rank).filter(rank__lte=EXAMPLES_PER_TOOL)
+    rows = list(
+        with_tools.order_by(*newest_first).values_list("missing_tools__key", "session_id")[:NEWEST_ROWS]
+    )
     examples = defaultdict(list)
-    for key, session_id in newest.order_by("missing_tools__key", "rank").values_list(
-        "missing_tools__key", "session_id"
-    ):
-        examples[key].append(session_id)
+    for key, session_id in rows:
+        if len(examples[key]) < EXAMPLES_PER_TOOL:
+            examples[key].append(session_id)
+    short = [key for key in keys if len(examples[key]) < min(sessions_per_key[key], EXAMPLES_PER_TOOL)]
+    if short:
+        rank = Window(RowNumber(), partition_by=F("missing_tools__key"), order_by=newest_first)
+        ranked = (
+            selected.filter(missing_tools__key__in=short)
+            .annotate(rank=rank)
+            .filter(rank__lte=EXAMPLES_PER_TOOL)
+        )
+        for key in short:
+            examples[key] = []
+        for key, session_id in ranked.order_by("missing_tools__key", "rank").values_list(
+            "missing_tools__key", "session_id"
+        ):
+            examples[key].append(session_id)
     return examples

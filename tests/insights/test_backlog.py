@@ -1,6 +1,7 @@
 import pytest
 from django.db import IntegrityError, transaction
 
+from scoring.insights import backlog
 from scoring.insights.backlog import EXAMPLES_PER_TOOL, missing_tools_backlog
 from scoring.insights.filters import InsightFilters
 from scoring.judge.replies import tool_key
@@ -83,6 +84,21 @@ def test_examples_are_the_newest_sessions_lacking_the_tool():
 
     newest_first = [score.session_id for score in reversed(scores)]
     assert row["example_session_ids"] == newest_first[:EXAMPLES_PER_TOOL]
+
+
+@pytest.mark.parametrize("newest_rows", [1, 5, 2000])
+@pytest.mark.parametrize("limit", [None, 2])
+def test_examples_of_rare_tools_are_their_own_newest(monkeypatch, newest_rows, limit):
+    # Read in full (2000), or the common tool's from the newest rows (5) and the rare one's by
+    # the window, or both by the window (1).
+    monkeypatch.setattr(backlog, "NEWEST_ROWS", newest_rows)
+    rare = [scored(50, "pagerduty", started_at_us=T0_US + index) for index in range(2)]
+    common = [scored(50, "grafana", started_at_us=T0_US + 10 + index) for index in range(7)]
+
+    rows = {row["key"]: row for row in missing_tools_backlog(InsightFilters(), limit=limit)}
+
+    assert rows["grafana"]["example_session_ids"] == [score.session_id for score in reversed(common)][:5]
+    assert rows["pagerduty"]["example_session_ids"] == [score.session_id for score in reversed(rare)]
 
 
 def test_limit_and_ties_by_key():
