@@ -56,7 +56,10 @@ def judge(session, fake, model: str, *, cache: bool) -> dict:
     # The fake's Messages API is at <url>/v1/messages, its chat completions at <url>/v1/chat/completions.
     api_base = fake.url if model.startswith("anthropic/") else f"{fake.url}/v1"
     with override_settings(
-        SCORING_LLM_MODEL=model, SCORING_LLM_API_BASE=api_base, SCORING_LLM_API_KEY="bench", SCORING_JUDGE_SAMPLES=1
+        SCORING_LLM_MODEL=model,
+        SCORING_LLM_API_BASE=api_base,
+        SCORING_LLM_API_KEY="bench",
+        SCORING_JUDGE_SAMPLES=1,
     ):
         result = conversation.run_judge(session, on_phase=lambda phase: None)
     return {"input": result.input_tokens, "cached": result.cached_input_tokens, "cost": result.cost_usd}
@@ -68,7 +71,9 @@ def documents(folders: list[Path]) -> list[Path]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=Path, action="append", default=[], help="another folder of sessions")
+    parser.add_argument(
+        "--documents", type=Path, action="append", default=[], help="another folder of sessions"
+    )
     args = parser.parse_args()
 
     machine = machine_description()

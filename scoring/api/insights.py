@@ -105,7 +105,8 @@ class FleetStatsRowSerializer(serializers.Serializer):
     )
     cached_input_tokens = serializers.IntegerField(
         allow_null=True,
-        help_text="Of `input_tokens`, those the provider read from its prompt cache (discounted in `cost_usd`).",
+        help_text="Of `input_tokens`, those the provider read from its prompt cache "
+        "(discounted in `cost_usd`).",
     )
 
 

@@ -133,7 +133,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             },
             "cached_input_tokens": {
                 "help_text": "Of `input_tokens`, those the provider served from its prompt cache (turn 2 "
-                "rereading turn 1); `cost_usd` has their discount. Null for a score made before it was recorded."
+                "rereading turn 1); `cost_usd` has their discount. Null for a score made before it was "
+                "recorded."
             },
             "score_spread": {
                 "help_text": "The highest sample score minus the lowest; null for one sample (or one "

@@ -135,7 +135,9 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     prompt_message = _prompt_message(prompt)
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
-        chosen = _score_sample(prompt_message, lambda messages: usage.add(llm.complete(messages, deadline=deadline)))
+        chosen = _score_sample(
+            prompt_message, lambda messages: usage.add(llm.complete(messages, deadline=deadline))
+        )
         stability = {}
     else:
         chosen, stability = _median_sample(prompt_message, settings.SCORING_JUDGE_SAMPLES, usage, deadline)
@@ -187,7 +189,9 @@ def _score_sample(prompt_message: dict, ask: Callable[[list[dict]], str]) -> _Sa
     return _Sample(total_score, score_analysis, messages)
 
 
-def _median_sample(prompt_message: dict, k: int, usage: _Usage, deadline: float | None) -> tuple[_Sample, dict]:
+def _median_sample(
+    prompt_message: dict, k: int, usage: _Usage, deadline: float | None
+) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree.
 

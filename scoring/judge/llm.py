@@ -46,7 +46,7 @@ class LLMReply:
     content: str  # "" if the provider returned no content
     input_tokens: int | None
     output_tokens: int | None
-    cost_usd: Decimal | None  # None when litellm does not know the model's price, else with any cache discount
+    cost_usd: Decimal | None  # None when litellm does not know the model's price; cache discount included
     model: str  # the configured model that answered
     # Of input_tokens, those the provider read from its prompt cache (None when it does not say).
     cached_input_tokens: int | None = None

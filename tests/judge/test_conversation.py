@@ -276,5 +276,8 @@ def test_claude_samples_share_the_breakpoint_and_turn_two_continues_the_median(j
     *first_turns, turn2 = judge_llm.requests
     prompts = {json.dumps(request.body["messages"][0]) for request in [*first_turns, turn2]}
     assert len(first_turns) == 3 and len(prompts) == 1 and "cache_control" in prompts.pop()
-    assert turn2.body["messages"][1] == {"role": "assistant", "content": [{"type": "text", "text": turn1(70)}]}
+    assert turn2.body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": turn1(70)}],
+    }
     assert score.cached_input_tokens >= prompt_tokens(turn2.body["messages"][:1])  # turn 2 at least

@@ -47,7 +47,7 @@ def test_reply_carries_content_tokens_and_model(judge_llm):
 
     reply = llm.complete(MESSAGES)
 
-    assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge", cached_input_tokens=0)
+    assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge", 0)
 
 
 def test_reply_carries_the_tokens_the_provider_read_from_its_prompt_cache(judge_llm):

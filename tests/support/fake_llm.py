@@ -295,7 +295,8 @@ class FakeLLMServer:
         return completion
 
     def _anthropic_message(self, reply: Reply, body: dict) -> dict:
-        """Anthropic's Messages API reply: ``input_tokens`` are those neither read from nor written to the cache."""
+        """Anthropic's Messages API reply; its ``input_tokens`` are those neither read from nor
+        written to the cache."""
         messages = body.get("messages", [])
         prompt = prompt_tokens(messages) if reply.prompt_tokens is None else reply.prompt_tokens
         read, written = self.prompt_cache.anthropic_cache_tokens(messages)
