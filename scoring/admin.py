@@ -438,7 +438,8 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     def tokens(self, score):
         if score.input_tokens is None and score.output_tokens is None:
             return "-"
-        return f"{score.input_tokens or 0:,} / {score.output_tokens or 0:,}"
+        cached = f" ({score.cached_input_tokens:,} cached)" if score.cached_input_tokens else ""
+        return f"{score.input_tokens or 0:,}{cached} / {score.output_tokens or 0:,}"
 
     @admin.display(description="Cost (USD)")
     def cost(self, score):

@@ -143,6 +143,9 @@ class SessionScore(models.Model):
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
+    # Of input_tokens, those the provider read from its prompt cache (turn 2 rereading turn 1);
+    # cost_usd has their discount. Null for scores made before it was recorded.
+    cached_input_tokens = models.IntegerField(null=True, blank=True)
     # Instruction-like text found in the session's data (scoring.judge.injection), one
     # short description each: the score may have been steered.
     warnings = models.JSONField(default=list, blank=True)

@@ -415,6 +415,7 @@ def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None
         judge_model=result.judge_model,
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
+        cached_input_tokens=result.cached_input_tokens,
         cost_usd=result.cost_usd.quantize(Decimal("1e-10")) if result.cost_usd is not None else None,
         score_samples=result.score_samples,
         score_spread=result.score_spread,

@@ -202,6 +202,7 @@ def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client)
         judge_model="openai/gpt-5",
         input_tokens=12345,
         output_tokens=678,
+        cached_input_tokens=10000,
         cost_usd="0.123456",
     )
     page = admin_client.get(
@@ -210,7 +211,7 @@ def test_score_page_renders_analyses_safely_with_cost_and_criteria(admin_client)
     assert "<h2>Logical flow</h2>" in page and "<strong>pods_log</strong>" in page
     assert "<img src=x" not in page and "<script>alert(2)" not in page
     assert "64 · Weak" in page and "current (" in page
-    assert "12,345 / 678" in page and "0.123456" in page and "openai/gpt-5" in page
+    assert "12,345 (10,000 cached) / 678" in page and "0.123456" in page and "openai/gpt-5" in page
     assert "30 s" in page  # started -> completed
 
 

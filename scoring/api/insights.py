@@ -103,6 +103,11 @@ class FleetStatsRowSerializer(serializers.Serializer):
     cost_usd = serializers.FloatField(
         allow_null=True, help_text="Cost of every scoring, where litellm knew it."
     )
+    cached_input_tokens = serializers.IntegerField(
+        allow_null=True,
+        help_text="Of `input_tokens`, those the provider read from its prompt cache "
+        "(discounted in `cost_usd`).",
+    )
 
 
 FleetStatsSerializer = inline_serializer(
@@ -135,6 +140,7 @@ STATS_EXAMPLE = {
             "input_tokens": 1_864_220,
             "output_tokens": 96_410,
             "cost_usd": 5.6261,
+            "cached_input_tokens": 901_120,
         }
     ],
 }
@@ -151,10 +157,11 @@ CSV_COLUMNS = [
     "input_tokens",
     "output_tokens",
     "cost_usd",
+    "cached_input_tokens",
 ]
 CSV_EXAMPLE = (
     ",".join(CSV_COLUMNS)
-    + "\r\n2025-12-29,42,63.4,66.5,51.25,78.0,8,21,13,2,16.8,17.2,13.1,16.3,1864220,96410,5.6261\r\n"
+    + "\r\n2025-12-29,42,63.4,66.5,51.25,78.0,8,21,13,2,16.8,17.2,13.1,16.3,1864220,96410,5.6261,901120\r\n"
 )
 
 

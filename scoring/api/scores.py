@@ -114,6 +114,7 @@ class ScoreSerializer(serializers.ModelSerializer):
             "judge_model",
             "input_tokens",
             "output_tokens",
+            "cached_input_tokens",
             "cost_usd",
             "dimensions",
             "missing_tools",
@@ -129,6 +130,11 @@ class ScoreSerializer(serializers.ModelSerializer):
             "judge_model": {
                 "help_text": "The judge model the worker that took the score used (litellm's name); kept "
                 "when the score fails, empty only for a score failed before any worker took it."
+            },
+            "cached_input_tokens": {
+                "help_text": "Of `input_tokens`, those the provider served from its prompt cache (turn 2 "
+                "rereading turn 1); `cost_usd` has their discount. Null for a score made before it was "
+                "recorded."
             },
             "score_spread": {
                 "help_text": "The highest sample score minus the lowest; null for one sample (or one "
@@ -183,7 +189,8 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "judge_model": "gemini/gemini-2.5-pro",
         "input_tokens": 18500,
         "output_tokens": 1240,
-        "cost_usd": "0.0355000000",
+        "cached_input_tokens": 4800,
+        "cost_usd": "0.0301250000",
         "dimensions": {"logical_flow": 16, "consistency": 15, "tool_relevance": 13, "synthesis_quality": 14},
         "missing_tools": ["kubectl-logs", "kubectl-get-events"],
         "warnings": ["score breakdown: the four criteria add up to 58, not to the total score 70"],

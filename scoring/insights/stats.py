@@ -122,6 +122,7 @@ def _attempt_totals(filters: InsightFilters, value) -> list[dict]:
             input_tokens=Sum("input_tokens"),
             output_tokens=Sum("output_tokens"),
             cost_usd=Sum("cost_usd"),
+            cached_input_tokens=Sum("cached_input_tokens"),
         )
         .order_by()
     )
@@ -155,6 +156,7 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
         "input_tokens": None,
         "output_tokens": None,
         "cost_usd": None,
+        "cached_input_tokens": None,
     }
 
 

@@ -2,7 +2,10 @@
 
 Turn 1 sends the score prompt and takes the total score from the last line of
 the reply; turn 2 sends the missing-tools follow-up in the same conversation,
-so the judge sees its own turn-1 analysis.
+so the judge sees its own turn-1 analysis. Turn 2 resends turn 1's messages as they
+were, so that the provider can serve them from its prompt cache; where the model caches
+only what the request marks (Claude), turn 1's prompt ends in a cache breakpoint
+(docs/llm.md, "Prompt caching").
 
 With SCORING_JUDGE_SAMPLES=k above 1, turn 1 is sampled k times at once: the
 score is the samples' median and turn 2 continues the median sample's
@@ -48,6 +51,7 @@ class JudgeResult:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: Decimal | None = None
+    cached_input_tokens: int = 0  # of input_tokens, those read from the provider's prompt cache
     # With several samples: each one's score as sampled (None for a sample that failed),
     # max - min of those scores (None under two), and whether that is over SCORING_UNSTABLE_SPREAD.
     score_samples: list[int | None] | None = None
@@ -101,6 +105,7 @@ class _Usage:
     def __init__(self):
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cached_input_tokens = 0
         self.cost_usd: Decimal | None = None
         self.model = ""
         self._lock = threading.Lock()
@@ -109,6 +114,7 @@ class _Usage:
         with self._lock:
             self.input_tokens += reply.input_tokens or 0
             self.output_tokens += reply.output_tokens or 0
+            self.cached_input_tokens += reply.cached_input_tokens or 0
             if reply.cost_usd is not None:
                 self.cost_usd = (self.cost_usd or Decimal(0)) + reply.cost_usd
             self.model = reply.model
@@ -126,12 +132,15 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     usage = _Usage()
     prompt = build_score_prompt(session)
     llm.check_input_size(len(prompt))
+    prompt_message = _prompt_message(prompt)
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
-        chosen = _score_sample(prompt, lambda messages: usage.add(llm.complete(messages, deadline=deadline)))
+        chosen = _score_sample(
+            prompt_message, lambda messages: usage.add(llm.complete(messages, deadline=deadline))
+        )
         stability = {}
     else:
-        chosen, stability = _median_sample(prompt, settings.SCORING_JUDGE_SAMPLES, usage, deadline)
+        chosen, stability = _median_sample(prompt_message, settings.SCORING_JUDGE_SAMPLES, usage, deadline)
 
     on_phase(events.PHASE_MISSING_TOOLS)
     messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
@@ -145,14 +154,25 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
+        cached_input_tokens=usage.cached_input_tokens,
         **stability,
     )
 
 
-def _score_sample(prompt: str, ask: Callable[[list[dict]], str]) -> _Sample:
+def _prompt_message(prompt: str) -> dict:
+    """Turn 1's user message. Where the model caches only up to a marked block, the prompt is
+    one text block marked as a cache breakpoint: every later call of the conversation (restate,
+    turn 2) resends this same message, so the provider reads the prompt from its cache."""
+    if not llm.takes_cache_breakpoints():
+        return {"role": "user", "content": prompt}
+    block = {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}
+    return {"role": "user", "content": [block]}
+
+
+def _score_sample(prompt_message: dict, ask: Callable[[list[dict]], str]) -> _Sample:
     """Turn 1: the score prompt, and the score from the reply's last line (the judge is
     asked once, in the same conversation, to restate a missing one)."""
-    messages = [{"role": "user", "content": prompt}]
+    messages = [prompt_message]
     turn1 = ask(messages)
     messages.append({"role": "assistant", "content": turn1})
     total_score, score_analysis = extract_score(turn1)
@@ -169,7 +189,9 @@ def _score_sample(prompt: str, ask: Callable[[list[dict]], str]) -> _Sample:
     return _Sample(total_score, score_analysis, messages)
 
 
-def _median_sample(prompt: str, k: int, usage: _Usage, deadline: float | None) -> tuple[_Sample, dict]:
+def _median_sample(
+    prompt_message: dict, k: int, usage: _Usage, deadline: float | None
+) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree.
 
@@ -180,7 +202,7 @@ def _median_sample(prompt: str, k: int, usage: _Usage, deadline: float | None) -
     """
 
     def sample(ask: llm.Ask) -> _Sample:
-        return _score_sample(prompt, lambda messages: usage.add(ask(messages)))
+        return _score_sample(prompt_message, lambda messages: usage.add(ask(messages)))
 
     outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
     for position, outcome in enumerate(outcomes, start=1):

@@ -116,7 +116,7 @@ class ChatHandler(BaseHTTPRequestHandler):
             body = None
         request = ChatRequest(self.path, dict(self.headers.items()), body, time.monotonic())
         try:
-            if self.path.split("?")[0] in COMPLETION_PATHS:
+            if self.path.split("?")[0] in self.server.paths:
                 self.server.answer(request, self)
             else:
                 self.send_json(404, error_body(f"unknown path {self.path}", code="not_found"))
@@ -144,6 +144,7 @@ class ChatCompletionsServer(ThreadingHTTPServer):
     # judge calls start at once, and each retry costs the client 1 s.
     request_queue_size = 1024
     daemon_threads = True
+    paths = COMPLETION_PATHS  # the POST paths given to ``answer``; others get a 404
 
     def __init__(self, address: tuple[str, int], answer: Callable[[ChatRequest, ChatHandler], None]):
         super().__init__(address, ChatHandler)

@@ -46,8 +46,10 @@ class LLMReply:
     content: str  # "" if the provider returned no content
     input_tokens: int | None
     output_tokens: int | None
-    cost_usd: Decimal | None  # None when litellm does not know the model's price
+    cost_usd: Decimal | None  # None when litellm does not know the model's price; cache discount included
     model: str  # the configured model that answered
+    # Of input_tokens, those the provider read from its prompt cache (None when it does not say).
+    cached_input_tokens: int | None = None
 
 
 def check_input_size(prompt_chars: int) -> None:
@@ -269,6 +271,17 @@ def count_tokens(text: str) -> int:
     return _litellm().token_counter(model=settings.SCORING_LLM_MODEL, text=text)
 
 
+def takes_cache_breakpoints() -> bool:
+    """Whether the judge model caches a prompt prefix only where the request marks it with
+    ``cache_control`` (Anthropic's Claude, directly or on Bedrock, Vertex AI, Azure AI), by
+    litellm's own rule. OpenAI, Gemini and DeepSeek cache long prefixes without being asked;
+    an OpenAI-compatible server could reject the mark, so it is sent only where it is taken."""
+    from litellm.llms.anthropic.common_utils import supports_anthropic_cache_control
+
+    _litellm()
+    return supports_anthropic_cache_control(settings.SCORING_LLM_MODEL, None)
+
+
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
@@ -373,26 +386,30 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
         metrics.observe_llm_call(time.monotonic() - started, failure.kind)
         raise _AttemptFailed(failure) from exc
     metrics.observe_llm_call(time.monotonic() - started, "ok")
-    content, input_tokens, output_tokens = _read_response(response)
+    content, input_tokens, output_tokens, cached_input_tokens = _read_response(response)
     logger.info(
-        "judge LLM %s answered in %.1f s (attempt %d; %s input / %s output tokens)",
+        "judge LLM %s answered in %.1f s (attempt %d; %s input (%s cached) / %s output tokens)",
         model,
         time.monotonic() - started,
         attempt,
         input_tokens,
+        cached_input_tokens,
         output_tokens,
     )
     logger.debug("judge LLM reply: %s", _truncate(content, LOG_TEXT_LIMIT))
-    return LLMReply(content, input_tokens, output_tokens, _cost_usd(response), model)
+    return LLMReply(content, input_tokens, output_tokens, _cost_usd(response), model, cached_input_tokens)
 
 
-def _read_response(response) -> tuple[str, int | None, int | None]:
+def _read_response(response) -> tuple[str, int | None, int | None, int | None]:
     try:
         content = response.choices[0].message.content or ""
     except (AttributeError, IndexError) as exc:
         raise _AttemptFailed(_Failure("unreadable", None, f"no choices in the response: {exc}")) from exc
     usage = getattr(response, "usage", None)
-    return content, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+    # litellm normalises every provider's cache reads (OpenAI's prompt_tokens_details.cached_tokens,
+    # Anthropic's cache_read_input_tokens) into prompt_tokens_details.cached_tokens, part of prompt_tokens.
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    return content, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), cached
 
 
 def _cost_usd(response) -> Decimal | None:

@@ -252,13 +252,23 @@ def scoring_families():
     usage = (
         SessionScore.objects.filter(status=ScoringStatus.COMPLETED)
         .values("judge_model")
-        .annotate(input=Sum("input_tokens"), output=Sum("output_tokens"), cost=Sum("cost_usd"))
+        .annotate(
+            input=Sum("input_tokens"),
+            output=Sum("output_tokens"),
+            cached=Sum("cached_input_tokens"),
+            cost=Sum("cost_usd"),
+        )
         .order_by()
     )
     tokens = CounterMetricFamily(
         f"{PREFIX}_llm_tokens",
         "Judge LLM tokens of completed scorings, by model and direction.",
         labels=["model", "direction"],
+    )
+    cached = CounterMetricFamily(
+        f"{PREFIX}_llm_cached_input_tokens",
+        "Of the judge input tokens of completed scorings, those read from the provider's prompt cache.",
+        labels=["model"],
     )
     cost = CounterMetricFamily(
         f"{PREFIX}_llm_cost_usd",
@@ -268,8 +278,10 @@ def scoring_families():
     for row in usage:
         tokens.add_metric([row["judge_model"], "input"], row["input"] or 0)
         tokens.add_metric([row["judge_model"], "output"], row["output"] or 0)
+        cached.add_metric([row["judge_model"]], row["cached"] or 0)
         cost.add_metric([row["judge_model"]], float(row["cost"] or 0))
     yield tokens
+    yield cached
     yield cost
 
 

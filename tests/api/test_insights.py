@@ -30,6 +30,7 @@ def fleet():
         input_tokens=1200,
         output_tokens=300,
         cost_usd=Decimal("0.25"),
+        cached_input_tokens=1000,
         dimensions={"logical_flow": 10, "consistency": 12, "tool_relevance": 8, "synthesis_quality": 15},
     )
     make_score(db_session, ScoringStatus.FAILED, scored_at_us=T0_US + 2)
@@ -68,6 +69,7 @@ def test_stats_answer_the_rows_of_fleet_stats_with_the_filters(operator_client, 
         "input_tokens": 2200,
         "output_tokens": 300,
         "cost_usd": 0.75,
+        "cached_input_tokens": 1000,
     }
 
 
@@ -116,11 +118,11 @@ def test_stats_as_csv_flatten_bands_and_criteria(operator_client, fleet):
         "key", "sessions", "mean_score", "median_score", "q1_score", "q3_score",
         "band_poor", "band_weak", "band_good", "failed_scorings",
         "mean_logical_flow", "mean_consistency", "mean_tool_relevance", "mean_synthesis_quality",
-        "input_tokens", "output_tokens", "cost_usd",
+        "input_tokens", "output_tokens", "cost_usd", "cached_input_tokens",
     ]  # fmt: skip
     assert rows[0] == [
         "db", "1", "45.0", "45.0", "45.0", "45.0", "1", "0", "0", "1",
-        "10.0", "12.0", "8.0", "15.0", "2200", "300", "0.7500000000",
+        "10.0", "12.0", "8.0", "15.0", "2200", "300", "0.7500000000", "1000",
     ]  # fmt: skip
     # Unknown figures are empty cells.
     assert dict(zip(header, rows[1], strict=True))["mean_logical_flow"] == ""

@@ -235,7 +235,14 @@ def test_get_of_a_session_never_scored_is_404(operator_client):
 
 def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(operator_client):
     session = make_session()
-    make_score(session, prompt_hash="0" * 64, judge_model="openai/gpt-4o", input_tokens=9000, output_tokens=700)
+    make_score(
+        session,
+        prompt_hash="0" * 64,
+        judge_model="openai/gpt-4o",
+        input_tokens=9000,
+        output_tokens=700,
+        cached_input_tokens=4000,
+    )
     data = operator_client.get(url(session.session_id)).json()
     spec_fields = {
         "score_id", "session_id", "status", "prompt_hash", "total_score", "score_analysis",
@@ -245,6 +252,7 @@ def test_get_reports_every_spec_field_and_whether_the_criteria_are_current(opera
     assert spec_fields <= set(data)
     assert data["current_prompt_used"] is False
     assert data["judge_model"] == "openai/gpt-4o" and data["input_tokens"] == 9000
+    assert data["cached_input_tokens"] == 4000
 
 
 def test_get_reports_the_samples_their_spread_and_whether_the_score_is_unstable(operator_client):

@@ -68,6 +68,7 @@ def test_a_session_counts_once_by_its_newest_completed_score():
         input_tokens=200,
         output_tokens=20,
         cost_usd=Decimal("0.02"),
+        cached_input_tokens=128,
     )
     make_score(session, ScoringStatus.FAILED, scored_at_us=T0_US + 2, input_tokens=50, output_tokens=0)
 
@@ -79,6 +80,7 @@ def test_a_session_counts_once_by_its_newest_completed_score():
     # Every attempt: the failed one and the replaced one cost too.
     assert row["failed_scorings"] == 1
     assert (row["input_tokens"], row["output_tokens"], row["cost_usd"]) == (350, 30, Decimal("0.03"))
+    assert row["cached_input_tokens"] == 128  # a part of input_tokens, not more of them
 
 
 def test_a_group_with_only_failed_scorings_has_a_row_without_score_figures():

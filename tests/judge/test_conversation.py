@@ -1,10 +1,13 @@
+import json
+from decimal import Decimal
+
 import pytest
 
 from scoring.judge.conversation import extract_score
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session, run_next_scoring
-from tests.support.fake_llm import Error, Reply, Together
+from tests.support.fake_llm import MIN_CACHED_TOKENS, Error, Reply, Together, prompt_tokens
 
 
 @pytest.mark.parametrize(
@@ -170,3 +173,111 @@ def test_one_sample_is_todays_two_calls_and_keeps_no_samples(judge_llm, settings
 
     assert (score.total_score, score.score_samples, score.score_spread, score.unstable) == (63, None, None, False)
     assert len(judge_llm.requests) == 2
+
+
+# --- Prompt caching: turn 2 resends turn 1 as it was, for the provider to read it from its cache --
+
+
+def price(model: str) -> dict:
+    """The model's prices in litellm's bundled cost map (what completion_cost charges)."""
+    import litellm
+
+    return litellm.model_cost[model]
+
+
+def score_one(judge_llm, *replies):
+    judge_llm.push(*replies)
+    score = make_score(make_session(), ScoringStatus.PENDING)
+    run_next_scoring()
+    score.refresh_from_db()
+    return score
+
+
+@pytest.mark.django_db
+def test_turn_two_resends_turn_one_byte_for_byte_and_records_the_cached_prefix(judge_llm):
+    score = score_one(judge_llm, Reply(turn1(63)), Reply(TURN2))
+
+    first, second = judge_llm.requests
+    assert json.dumps(second.body["messages"][:2]) == json.dumps(
+        [*first.body["messages"], {"role": "assistant", "content": turn1(63)}]
+    )
+    assert "cache_control" not in json.dumps(first.body) + json.dumps(second.body)  # OpenAI caches by itself
+    prompt = prompt_tokens(first.messages)
+    assert prompt > MIN_CACHED_TOKENS
+    assert score.cached_input_tokens == prompt // 128 * 128  # the fake's prompt cache, as OpenAI counts it
+    assert score.input_tokens == prompt + prompt_tokens(second.messages)
+
+
+@pytest.mark.django_db
+def test_cost_has_the_cache_discount_of_the_models_price_list(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o"  # priced by litellm, served by the fake
+    score = score_one(
+        judge_llm,
+        Reply(turn1(63), prompt_tokens=20_000, completion_tokens=500, cached_tokens=0),
+        Reply(TURN2, prompt_tokens=20_600, completion_tokens=100, cached_tokens=19_968),
+    )
+
+    gpt_4o = price("gpt-4o")
+    uncached = 20_000 + 20_600 - 19_968
+    expected = (
+        uncached * gpt_4o["input_cost_per_token"]
+        + 19_968 * gpt_4o["cache_read_input_token_cost"]
+        + 600 * gpt_4o["output_cost_per_token"]
+    )
+    assert score.cached_input_tokens == 19_968
+    assert score.cost_usd == Decimal(str(expected)).quantize(Decimal("1e-10"))
+    assert "cache_control" not in json.dumps(judge_llm.requests[-1].body)
+
+
+def anthropic_judge(judge_llm, settings):
+    """Judge calls to Claude through litellm's Anthropic client, answered by the fake's Messages API."""
+    settings.SCORING_LLM_MODEL = "anthropic/claude-sonnet-4-5"
+    settings.SCORING_LLM_API_BASE = judge_llm.url  # litellm adds /v1/messages
+
+
+@pytest.mark.django_db
+def test_claude_gets_a_cache_breakpoint_at_the_end_of_turn_one_and_turn_two_reads_it(judge_llm, settings):
+    anthropic_judge(judge_llm, settings)
+    score = score_one(judge_llm, Reply(turn1(63), completion_tokens=500), Reply(TURN2, completion_tokens=100))
+
+    first, second = judge_llm.requests
+    assert first.path == second.path == "/v1/messages"
+    [prompt] = first.body["messages"]
+    assert prompt["role"] == "user" and prompt["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert json.dumps(second.body["messages"][0]) == json.dumps(prompt)  # the same bytes: the cache's key
+    assert [message.get("role") for message in second.body["messages"]] == ["user", "assistant", "user"]
+    assert "cache_control" not in json.dumps(second.body["messages"][1:])  # one breakpoint, turn 1's
+
+    written = prompt_tokens([prompt])
+    rest = prompt_tokens(second.body["messages"]) - written
+    assert (score.input_tokens, score.cached_input_tokens) == (written + written + rest, written)
+    claude = price("claude-sonnet-4-5")
+    expected = (
+        written * claude["cache_creation_input_token_cost"]  # turn 1 writes the prompt to the cache
+        + written * claude["cache_read_input_token_cost"]  # turn 2 reads it
+        + rest * claude["input_cost_per_token"]
+        + 600 * claude["output_cost_per_token"]
+    )
+    assert score.cost_usd == Decimal(str(expected)).quantize(Decimal("1e-10"))
+
+
+@pytest.mark.django_db
+def test_claude_samples_share_the_breakpoint_and_turn_two_continues_the_median(judge_llm, settings):
+    anthropic_judge(judge_llm, settings)
+    settings.SCORING_JUDGE_SAMPLES = 3
+    settings.SCORING_LLM_TIMEOUT_S = 15  # the fake holds turn 1 until every sample has sent it
+    together = Together([Reply(turn1(score)) for score in (85, 62, 70)])
+    judge_llm.set_default(lambda body: together(body) if len(body["messages"]) == 1 else Reply(TURN2))
+    score = make_score(make_session(), ScoringStatus.PENDING)
+    run_next_scoring()
+    score.refresh_from_db()
+
+    assert (score.status, score.total_score, sorted(score.score_samples)) == ("completed", 70, [62, 70, 85])
+    *first_turns, turn2 = judge_llm.requests
+    prompts = {json.dumps(request.body["messages"][0]) for request in [*first_turns, turn2]}
+    assert len(first_turns) == 3 and len(prompts) == 1 and "cache_control" in prompts.pop()
+    assert turn2.body["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": turn1(70)}],
+    }
+    assert score.cached_input_tokens >= prompt_tokens(turn2.body["messages"][:1])  # turn 2 at least

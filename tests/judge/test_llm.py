@@ -47,7 +47,31 @@ def test_reply_carries_content_tokens_and_model(judge_llm):
 
     reply = llm.complete(MESSAGES)
 
-    assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge")
+    assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge", 0)
+
+
+def test_reply_carries_the_tokens_the_provider_read_from_its_prompt_cache(judge_llm):
+    judge_llm.push(Reply("Total score: 62", prompt_tokens=5000, completion_tokens=56, cached_tokens=4096))
+
+    assert llm.complete(MESSAGES).cached_input_tokens == 4096
+
+
+@pytest.mark.parametrize(
+    ("model", "takes"),
+    [
+        ("anthropic/claude-sonnet-4-5", True),
+        ("bedrock/anthropic.claude-3-5-sonnet-20241022-v2:0", True),
+        ("vertex_ai/claude-sonnet-4-5", True),
+        ("openai/gpt-4o", False),  # caches long prefixes by itself
+        ("gemini/gemini-2.5-pro", False),
+        ("deepseek/deepseek-chat", False),
+        ("openai/fake-judge", False),  # an OpenAI-compatible server litellm knows nothing of
+    ],
+)
+def test_cache_breakpoints_are_for_the_models_that_cache_only_what_is_marked(settings, model, takes):
+    settings.SCORING_LLM_MODEL = model
+
+    assert llm.takes_cache_breakpoints() is takes
 
 
 def test_messages_are_sent_as_given_with_the_configured_model_and_key(judge_llm):

@@ -67,6 +67,7 @@ def test_scoring_numbers_are_those_of_the_database():
         judge_model="openai/a",
         input_tokens=3000,
         output_tokens=300,
+        cached_input_tokens=2048,
         cost_usd=Decimal("0.5"),
     )
     finished(Status.COMPLETED, 20, total_score=100, judge_model="openai/b", input_tokens=10, output_tokens=1)
@@ -99,6 +100,7 @@ def test_scoring_numbers_are_those_of_the_database():
     assert value(samples, "tarsy_scoring_llm_tokens_total", model="openai/a", direction="input") == 4000
     assert value(samples, "tarsy_scoring_llm_tokens_total", model="openai/a", direction="output") == 400
     assert value(samples, "tarsy_scoring_llm_tokens_total", model="openai/b", direction="input") == 10
+    assert value(samples, "tarsy_scoring_llm_cached_input_tokens_total", model="openai/a") == 2048
     assert value(samples, "tarsy_scoring_llm_cost_usd_total", model="openai/a") == 0.75
     assert value(samples, "tarsy_scoring_llm_cost_usd_total", model="openai/b") == 0
 

@@ -3,7 +3,11 @@
 The judge is faked only at the network edge: litellm talks real HTTP to this
 server, from the test process or from worker processes the tests start. Tests
 script what the server does, one step per request, and read back every request
-it received.
+it received. It keeps a prompt cache as providers do (``PromptCache``): OpenAI-style
+requests report the repeated prefix in ``usage.prompt_tokens_details.cached_tokens``;
+Anthropic's Messages API (``POST /v1/messages``, for litellm's ``anthropic/`` models with
+``api_base`` set to the server's URL without ``/v1``) caches only up to a ``cache_control``
+block and reports ``cache_read_input_tokens`` / ``cache_creation_input_tokens``.
 
     fake_llm.push(Error(429, headers={"Retry-After": "1"}), Reply("Total score: 70"))
 
@@ -19,8 +23,10 @@ The HTTP serving is the demo judge's (``scoring.judge.demo_judge``); the pytest 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +53,7 @@ class Reply:
     delay: float = 0.0
     prompt_tokens: int | None = None  # default: a rough count of the request's characters
     completion_tokens: int | None = None
+    cached_tokens: int | None = None  # default: what the server's prompt cache holds of the request
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,73 @@ def unauthorized() -> Error:
     return Error(401, "Incorrect API key provided: test-key.", "invalid_api_key", "invalid_request_error")
 
 
+# --- The prompt cache ------------------------------------------------------------------------
+
+ANTHROPIC_MESSAGES_PATH = "/v1/messages"
+CHARS_PER_TOKEN = 4  # the demo judge's rough count
+MIN_CACHED_TOKENS = 1024  # OpenAI and Anthropic (Sonnet) cache no shorter prefix
+OPENAI_CACHE_STEP_TOKENS = 128  # OpenAI's cache hits grow in steps of 128 tokens past 1024
+
+
+def message_chars(message: dict) -> int:
+    """Characters of a message's text: its content, or the text of its content blocks."""
+    content = message.get("content") or ""
+    return len(content) if isinstance(content, str) else sum(len(block.get("text", "")) for block in content)
+
+
+def prompt_tokens(messages: list[dict]) -> int:
+    """The messages' tokens, roughly (4 characters a token), as the demo judge counts them."""
+    return max(1, sum(message_chars(message) for message in messages) // CHARS_PER_TOKEN)
+
+
+def _marks_breakpoint(message: dict) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any("cache_control" in block for block in content)
+
+
+class PromptCache:
+    """A provider's prompt cache, by whole messages as they arrived (byte for byte, so that a
+    prefix resent with any change misses). OpenAI caches every prompt's prefixes by itself;
+    Anthropic only a prefix that ends in a block marked with ``cache_control``. The cache is
+    filled as each reply is made, so requests in flight together can each find it."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._prefixes: set[str] = set()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._prefixes.clear()
+
+    def openai_cached_tokens(self, messages: list[dict]) -> int:
+        """Tokens of the longest prefix seen before, in steps of 128 past the minimum; caches every prefix."""
+        prefixes = _prefixes(messages)
+        with self._lock:
+            hit = max((tokens for digest, tokens, _ in prefixes if digest in self._prefixes), default=0)
+            self._prefixes.update(digest for digest, _, _ in prefixes)
+        return hit // OPENAI_CACHE_STEP_TOKENS * OPENAI_CACHE_STEP_TOKENS if hit >= MIN_CACHED_TOKENS else 0
+
+    def anthropic_cache_tokens(self, messages: list[dict]) -> tuple[int, int]:
+        """(read, written): the longest marked prefix seen before, and what the last breakpoint adds to it."""
+        marked = [(digest, tokens) for digest, tokens, breakpoint in _prefixes(messages) if breakpoint]
+        with self._lock:
+            read = max((tokens for digest, tokens in marked if digest in self._prefixes), default=0)
+            if not marked or marked[-1][1] < MIN_CACHED_TOKENS or marked[-1][0] in self._prefixes:
+                return read, 0
+            self._prefixes.add(marked[-1][0])
+        return read, marked[-1][1] - read
+
+
+def _prefixes(messages: list[dict]) -> list[tuple[str, int, bool]]:
+    """For each prefix of ``messages``: its digest, its tokens, and whether it ends in a cache breakpoint."""
+    digest, chars, prefixes = hashlib.sha256(), 0, []
+    for message in messages:
+        digest.update(json.dumps(message, sort_keys=True).encode())
+        chars += message_chars(message)
+        prefixes.append((digest.hexdigest(), chars // CHARS_PER_TOKEN, _marks_breakpoint(message)))
+    return prefixes
+
+
 # --- The server -------------------------------------------------------------------------------
 
 
@@ -138,6 +212,8 @@ class FakeLLMServer:
         # Set to release requests that are hanging, so they do not outlive a test.
         self._release = threading.Event()
         self._httpd = ChatCompletionsServer((host, port), self._answer)
+        self._httpd.paths = (*self._httpd.paths, ANTHROPIC_MESSAGES_PATH)
+        self.prompt_cache = PromptCache()
         self._thread: threading.Thread | None = None
 
     @property
@@ -188,6 +264,7 @@ class FakeLLMServer:
             self._default = default
             self._release.set()
             self._release = threading.Event()
+        self.prompt_cache.clear()
 
     def _answer(self, request: ChatRequest, handler: ChatHandler) -> None:
         with self._lock:
@@ -196,15 +273,57 @@ class FakeLLMServer:
             release = self._release
         if callable(step):
             step = step(request.body)
-        _perform(step, request.body, release, handler)
+        if not isinstance(step, Reply):
+            _perform(step, request.body, release, handler)
+            return
+        if step.delay:
+            release.wait(step.delay)
+        if request.path.startswith(ANTHROPIC_MESSAGES_PATH):
+            handler.send_json(200, self._anthropic_message(step, request.body or {}))
+        else:
+            handler.send_json(200, self._completion(step, request.body))
+
+    def _completion(self, reply: Reply, body: dict | None) -> dict:
+        """OpenAI's chat.completion, with the cached part of the prompt in ``prompt_tokens_details``."""
+        messages = (body or {}).get("messages", [])
+        prompt = prompt_tokens(messages) if reply.prompt_tokens is None else reply.prompt_tokens
+        cached = reply.cached_tokens
+        if cached is None:
+            cached = min(self.prompt_cache.openai_cached_tokens(messages), prompt)
+        completion = chat_completion(reply.content, body, prompt, reply.completion_tokens)
+        completion["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        return completion
+
+    def _anthropic_message(self, reply: Reply, body: dict) -> dict:
+        """Anthropic's Messages API reply; its ``input_tokens`` are those neither read from nor
+        written to the cache."""
+        messages = body.get("messages", [])
+        prompt = prompt_tokens(messages) if reply.prompt_tokens is None else reply.prompt_tokens
+        read, written = self.prompt_cache.anthropic_cache_tokens(messages)
+        if reply.cached_tokens is not None:
+            read, written = reply.cached_tokens, 0
+        return {
+            "id": f"msg_{uuid.uuid4().hex}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "unknown"),
+            "content": [{"type": "text", "text": reply.content}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": max(0, prompt - read - written),
+                "output_tokens": len(reply.content) // CHARS_PER_TOKEN
+                if reply.completion_tokens is None
+                else reply.completion_tokens,
+                "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": written,
+            },
+        }
 
 
 def _perform(step: Step, body: dict | None, release: threading.Event, handler: ChatHandler) -> None:
+    """Every step but a Reply, which the server answers with its prompt cache."""
     match step:
-        case Reply():
-            if step.delay:
-                release.wait(step.delay)
-            handler.send_json(200, _completion(step, body))
         case Error():
             handler.send_json(step.status, error_body(step.message, step.type, step.code), step.headers)
         case Hang():
@@ -213,16 +332,12 @@ def _perform(step: Step, body: dict | None, release: threading.Event, handler: C
         case CloseConnection():
             handler.close_connection = True
         case Malformed():
-            text = json.dumps(_completion(Reply(), body))
+            text = json.dumps(chat_completion(DEFAULT_REPLY_TEXT, body))
             handler.send_bytes(200, text[: len(text) // 2].encode(), "application/json")
         case Garbage():
             handler.send_bytes(200, b"<html>502 Bad Gateway from a proxy</html>", "application/json")
         case _:
             raise TypeError(f"not a fake LLM step: {step!r}")
-
-
-def _completion(reply: Reply, body: dict | None) -> dict:
-    return chat_completion(reply.content, body, reply.prompt_tokens, reply.completion_tokens)
 
 
 def main() -> None:

@@ -37,7 +37,57 @@ def test_reply_is_an_openai_chat_completion(fake_llm):
     assert body["object"] == "chat.completion"
     assert body["model"] == "fake-judge"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "hello"}
-    assert body["usage"] == {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21}
+    assert body["usage"] == {
+        "prompt_tokens": 20,
+        "completion_tokens": 1,
+        "total_tokens": 21,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
+
+
+LONG_PROMPT = {"role": "user", "content": "x" * 4 * 1500}  # 1,500 tokens: past the 1,024 cached at least
+
+
+def test_a_repeated_prefix_is_reported_cached_as_openai_does(fake_llm):
+    turn1 = {"model": "fake-judge", "messages": [LONG_PROMPT]}
+    turn2 = {"model": "fake-judge", "messages": [LONG_PROMPT, {"role": "assistant", "content": "70"}]}
+    changed = {"model": "fake-judge", "messages": [{"role": "user", "content": "y" + "x" * (4 * 1500 - 1)}]}
+
+    usages = [post(fake_llm.url, body)[2]["usage"] for body in (turn1, turn2, changed)]
+    cached = [usage["prompt_tokens_details"]["cached_tokens"] for usage in usages]
+
+    assert cached == [0, 1408, 0]  # 1,500 in steps of 128; a prefix that differs by a byte is not cached
+
+
+def test_a_short_prefix_is_not_cached(fake_llm):
+    short = {"model": "fake-judge", "messages": [{"role": "user", "content": "x" * 4 * 1000}]}
+
+    post(fake_llm.url, short)
+
+    assert post(fake_llm.url, short)[2]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def marked(text: str) -> dict:
+    block = {"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}
+    return {"role": "user", "content": [block]}
+
+
+def test_the_messages_api_caches_only_up_to_a_cache_control_block(fake_llm):
+    reply = {"role": "assistant", "content": [{"type": "text", "text": "70"}]}
+    followup = {"role": "user", "content": [{"type": "text", "text": "and the tools?"}]}
+    unmarked = {"model": "claude", "messages": [LONG_PROMPT, reply]}
+    turn1 = {"model": "claude", "messages": [marked(LONG_PROMPT["content"])]}
+    turn2 = {"model": "claude", "messages": [marked(LONG_PROMPT["content"]), reply, followup]}
+
+    answers = [post(fake_llm.url, body, path="/v1/messages") for body in (unmarked, unmarked, turn1, turn2)]
+
+    assert all(status == 200 for status, _, _ in answers)
+    assert answers[0][2]["content"] == [{"type": "text", "text": "This is the fake judge's reply."}]
+    usages = [answer[2]["usage"] for answer in answers]
+    usage = [
+        (u["input_tokens"], u["cache_creation_input_tokens"], u["cache_read_input_tokens"]) for u in usages
+    ]
+    assert usage == [(1500, 0, 0), (1500, 0, 0), (0, 1500, 0), (4, 0, 1500)]  # nothing marked, nothing cached
 
 
 def test_steps_run_in_order_then_the_default(fake_llm):
