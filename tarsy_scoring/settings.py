@@ -280,9 +280,12 @@ SCORING_LLM_BACKOFF_S = env_number("SCORING_LLM_BACKOFF_S", 1.0)
 SCORING_LLM_MAX_RETRY_AFTER_S = env_number("SCORING_LLM_MAX_RETRY_AFTER_S", 60.0)
 SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)
 SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
-# A scoring whose judge prompt is estimated (4 characters a token) above this fails
-# before any call: keep it below the model's context window, with room for the replies.
-SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 100_000, int)
+# A scoring whose whole judge prompt is estimated (4 characters a token) above this fails
+# before any call: a bound on the work of one scoring (about 40 MB). Below it, the prompt is
+# fitted to the judge model's context window (docs/rendering.md).
+SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 10_000_000, int)
+# The judge model's context window in tokens when litellm's model list does not know the model.
+SCORING_LLM_CONTEXT_TOKENS = env_number("SCORING_LLM_CONTEXT_TOKENS", 128_000, int)
 # Turn 1 runs this many times at once; the score is their median (docs/scoring.md). Each
 # sample costs a turn 1 (tokens, money, provider quota): more than a few sharpen little.
 SCORING_JUDGE_SAMPLES = env_number("SCORING_JUDGE_SAMPLES", 1, int)
