@@ -140,22 +140,22 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     def build(investigation: str) -> str:
         return build_score_prompt(session, boundary_token=token, investigation=investigation)
 
+    usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
     window = fitting.context_window()
     fitted = fitting.fit_prompt(parts, build, window)
     try:
-        return _converse(fitted, on_phase, deadline)
+        return _converse(fitted, usage, on_phase, deadline)
     except errors.ContextWindowExceeded as error:
         smaller = fitting.learn_window(str(error), window)
         logger.warning(
             "judge context window exceeded at %s tokens; once more, fitted to %s: %s", window, smaller, error
         )
-        return _converse(fitting.fit_prompt(parts, build, smaller), on_phase, deadline)
+        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline)
 
 
 def _converse(
-    fitted: fitting.FittedPrompt, on_phase: Callable[[str], None], deadline: float | None
+    fitted: fitting.FittedPrompt, usage: _Usage, on_phase: Callable[[str], None], deadline: float | None
 ) -> JudgeResult:
-    usage = _Usage()
     prompt = fitted.prompt
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:

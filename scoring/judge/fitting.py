@@ -151,12 +151,16 @@ class FittedPrompt:
             for cut in largest[:WARNING_LISTED_CUTS]
         )
         more = f" and {len(largest) - WARNING_LISTED_CUTS} more" if len(largest) > WARNING_LISTED_CUTS else ""
-        seen = f"{self.coverage:.{0 if self.coverage >= 0.1 else 1}%}"
         return (
-            f"{WARNING_PREFIX}the judge saw {seen} of the investigation: the middle of "
+            f"{WARNING_PREFIX}the judge saw {coverage_percent(self.coverage)} of the investigation: the middle of "
             f"{len(self.cuts)} tool result{'s' if len(self.cuts) != 1 else ''} was left out to fit the "
             f"judge model's context window of {self.window:,} tokens: {listed}{more}"
         )
+
+
+def coverage_percent(coverage: float) -> str:
+    """A coverage as people read it: "31%", "4.6%" (a decimal under 10%, so that it never reads 0%)."""
+    return f"{coverage:.{0 if coverage >= 0.1 else 1}%}"
 
 
 def is_fitting_warning(warning: str) -> bool:
@@ -202,7 +206,7 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
         keep = {i: KEEP_MIN_CHARS + min(extra, level) for i, extra in zip(long, extras)}
         candidate = _shortened(parts, keep, build, window)
         if candidate.tokens <= room:
-            return candidate if candidate.cuts else fitted
+            return candidate
         budget -= (candidate.tokens - room) / density * 1.1 + LINE_SNAP_CHARS * len(long)
         if budget <= 0:
             break

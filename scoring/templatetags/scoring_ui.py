@@ -167,7 +167,7 @@ def coverage_note(coverage: float | None) -> str:
     """How much of the investigation the judge saw, for the admin: "31% (cut to fit)"; "" when unknown."""
     if coverage is None:
         return ""
-    return "all" if coverage >= 1 else f"{coverage:.{0 if coverage >= 0.1 else 1}%} (cut to fit the window)"
+    return "all" if coverage >= 1 else f"{fitting.coverage_percent(coverage)} (cut to fit the window)"
 
 
 @register.filter

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from scoring import services
-from scoring.judge import fitting, injection, llm
+from scoring.judge import fitting, injection, llm, rendering
 from scoring.judge.conversation import build_score_prompt
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.rendering import ToolResult, render_investigation_parts
@@ -204,6 +204,8 @@ def test_a_3_mb_session_is_scored_within_a_128k_window(judge_llm, settings):
     (warning,) = [w for w in score.warnings if fitting.is_fitting_warning(w)]
     assert "kubernetes-server.get_logs" in warning and "128,000 tokens" in warning
     assert score.input_tokens == sum(window.received)
+    # What was scored is the whole session: its digest is not the shortened text's.
+    assert score.investigation_digest == rendering.investigation_digest(score.session)
 
 
 @pytest.mark.django_db
@@ -232,6 +234,7 @@ def test_a_context_length_error_is_learned_from_and_retried_once_smaller(judge_l
     assert score.status == ScoringStatus.COMPLETED, score.error_message
     assert window.received[0] > 128_000  # refused by the provider
     assert len(window.received) == 3 and all(tokens <= 128_000 for tokens in window.received[1:])
+    assert score.input_tokens == sum(window.received[1:])  # the refused request used none
     assert fitting.context_window() == 128_000  # the next scoring starts from what was learned
     assert f"{128_000:,} tokens" in next(w for w in score.warnings if fitting.is_fitting_warning(w))
 
