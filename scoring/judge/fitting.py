@@ -41,6 +41,8 @@ EXACT_COUNT_MAX_CHARS = 1_000_000
 ESTIMATE_SLICES = 32
 ESTIMATE_SLICE_CHARS = 2_048
 ESTIMATE_MARGIN = 0.05
+# The share of the room left unused by the first cut, for the estimate's error.
+AIM_UNDER = 0.01
 # Passes over the cut when a count finds the estimate was short.
 MAX_FIT_PASSES = 4
 # Of a context-length error that does not say the model's window, the share of the window
@@ -199,7 +201,9 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
         )
     extras = [len(parts[i]) - KEEP_MIN_CHARS for i in long]
     density = _density("".join(parts[i] for i in long))
-    budget = (room - least.tokens) / density  # characters the long results may keep beyond the least
+    # Characters the long results may keep beyond the least, aimed a little under the room
+    # so that the first pass usually fits (each pass is a count of up to the whole window).
+    budget = (room - least.tokens) * (1 - AIM_UNDER) / density
     fitted = least
     for _ in range(MAX_FIT_PASSES):
         level = _water_level(extras, budget)
