@@ -2,7 +2,8 @@
 
 Turn 1 sends the score prompt and takes the total score from the last line of
 the reply; turn 2 sends the missing-tools follow-up in the same conversation,
-so the judge sees its own turn-1 analysis.
+so the judge sees its own turn-1 analysis. The turn-1 prompt is first fitted to the judge
+model's context window (``fitting``), with room for both replies.
 
 With SCORING_JUDGE_SAMPLES=k above 1, turn 1 is sampled k times at once: the
 score is the samples' median and turn 2 continues the median sample's
