@@ -240,6 +240,20 @@ def test_a_context_length_error_is_learned_from_and_retried_once_smaller(judge_l
 
 
 @pytest.mark.django_db
+def test_samples_refused_for_the_window_are_sampled_once_more_smaller(judge_llm, settings):
+    settings.SCORING_LLM_CONTEXT_TOKENS = 400_000
+    settings.SCORING_JUDGE_SAMPLES = 3
+    window = ContextWindow(128_000, Reply(TURN1))
+    judge_llm.set_default(window)
+
+    score = score_long_session(3_000_000)
+
+    assert score.status == ScoringStatus.COMPLETED, score.error_message
+    assert [tokens > 128_000 for tokens in window.received] == [True] * 3 + [False] * 4
+    assert 0 < score.input_coverage < 1
+
+
+@pytest.mark.django_db
 def test_a_second_context_length_error_fails_the_scoring(judge_llm, settings):
     judge_llm.set_default(context_length_exceeded())
 
