@@ -131,15 +131,16 @@ class ContextWindow:
     two counts differ a little. ``received`` lists each request's count."""
 
     def __init__(self, tokens: int, then: Step | Callable[[dict | None], Step] = Reply()):
+        import litellm  # here, not at the first request: the import takes seconds
+
+        self._token_counter = litellm.token_counter
         self.tokens = tokens
         self._then = then
         self._lock = threading.Lock()
         self.received: list[int] = []
 
     def __call__(self, body: dict | None) -> Step:
-        import litellm  # the fake's own import: only tests that enforce a window pay for it
-
-        used = litellm.token_counter(model="gpt-4o", messages=(body or {}).get("messages") or [])
+        used = self._token_counter(model="gpt-4o", messages=(body or {}).get("messages") or [])
         with self._lock:
             self.received.append(used)
         if used > self.tokens:
