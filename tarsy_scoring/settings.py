@@ -314,7 +314,7 @@ SCORING_WORKER_POLL_S = env_number("SCORING_WORKER_POLL_S", 1.0, float)
 SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
 # MCP prioritization reports (scoring.insights.reports): the time limit of one, all
 # its judge calls included, and the context window its calls are cut to fit (tokens;
-# 0: the judge model's own, from litellm's model list, else SCORING_MAX_INPUT_TOKENS).
+# 0: the judge's window as scorings take it, scoring.judge.fitting.context_window).
 SCORING_REPORT_TIMEOUT_S = env_number("SCORING_REPORT_TIMEOUT_S", 900, int)
 SCORING_REPORT_WINDOW_TOKENS = env_number("SCORING_REPORT_WINDOW_TOKENS", 0, int)
 # A report reads the missing-tools analyses of at most this many scores, the newest.
