@@ -112,6 +112,10 @@ def prompt_tokens(text: str) -> int:
     """``text``'s tokens for the judge model: counted, or estimated from a sample with a margin."""
     if len(text) <= EXACT_COUNT_MAX_CHARS:
         return llm.count_tokens(text)
+    return _estimated(text)
+
+
+def _estimated(text: str) -> int:
     return int(len(text) * _density(text) * (1 + ESTIMATE_MARGIN)) + 1
 
 
@@ -186,8 +190,7 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
         tokens = llm.count_tokens(prompt)
     else:  # estimated without building a prompt of megabytes that may not be sent
         prompt = None
-        estimate = len(investigation) * _density(investigation) * (1 + ESTIMATE_MARGIN)
-        tokens = llm.count_tokens(frame) + int(estimate) + 1
+        tokens = llm.count_tokens(frame) + _estimated(investigation)
     if tokens <= room:
         return FittedPrompt(prompt or build(investigation), tokens, window, 1.0)
     long = [i for i, part in enumerate(parts) if isinstance(part, ToolResult) and len(part) > KEEP_MIN_CHARS]
@@ -199,12 +202,13 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
             f"{room:,} tokens that the judge model's context window of {window:,} leaves beside the "
             "replies: nothing was sent to the judge"
         )
+    if not long:  # nothing to cut: the whole prompt fits after all (its estimate was high)
+        return least
     extras = [len(parts[i]) - KEEP_MIN_CHARS for i in long]
     density = _density("".join(parts[i] for i in long))
     # Characters the long results may keep beyond the least, aimed a little under the room
     # so that the first pass usually fits (each pass is a count of up to the whole window).
     budget = (room - least.tokens) * (1 - AIM_UNDER) / density
-    fitted = least
     for _ in range(MAX_FIT_PASSES):
         level = _water_level(extras, budget)
         keep = {i: KEEP_MIN_CHARS + min(extra, level) for i, extra in zip(long, extras)}
@@ -214,7 +218,7 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
         budget -= (candidate.tokens - room) / density * 1.1 + LINE_SNAP_CHARS * len(long)
         if budget <= 0:
             break
-    return fitted
+    return least
 
 
 def _water_level(extras: list[int], budget: float) -> float:
