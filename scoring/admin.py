@@ -23,6 +23,7 @@ from scoring.judge import rendering
 from scoring.models import AlertSession, ReviewVerdict, ScoreReview, ScoringStatus, SessionScore
 from scoring.templatetags.scoring_ui import (
     badge_html,
+    coverage_note,
     criteria_label,
     dimension_rows,
     samples_note,
@@ -323,7 +324,7 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
     list_per_page = 50
     fields = [
-        "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "tokens", "cost",
+        "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "coverage", "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
         "dimensions_view", "missing_tool_names", "session_changed_view", "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
@@ -440,6 +441,10 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
             return "-"
         cached = f" ({score.cached_input_tokens:,} cached)" if score.cached_input_tokens else ""
         return f"{score.input_tokens or 0:,}{cached} / {score.output_tokens or 0:,}"
+
+    @admin.display(description="Investigation seen")
+    def coverage(self, score):
+        return coverage_note(score.input_coverage) or "-"
 
     @admin.display(description="Cost (USD)")
     def cost(self, score):

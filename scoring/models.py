@@ -162,6 +162,9 @@ class SessionScore(models.Model):
     score_spread = models.IntegerField(null=True, blank=True)
     # score_spread was over SCORING_UNSTABLE_SPREAD when the score was made.
     unstable = models.BooleanField(default=False)
+    # The share of the investigation's text the judge saw, 0..1: below 1 when tool results
+    # were cut to fit the judge model's context window (docs/rendering.md); null until completed.
+    input_coverage = models.FloatField(null=True, blank=True)
 
     class Meta:
         db_table = "session_scores"

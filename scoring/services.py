@@ -375,7 +375,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except Exception as exc:
             logger.exception("judge job for score %s failed unexpectedly", score.score_id)
             return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
-        return _complete(score.score_id, result)
+        return _complete(score.score_id, result, warnings)
 
 
 def _serialize_capacity_claims() -> None:
@@ -403,7 +403,9 @@ def _record_progress(score: SessionScore, phase: str) -> None:
         connection.close()
 
 
-def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None:
+def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -> SessionScore | None:
+    """Store the judge's result; ``warnings`` are the injection findings, kept with what
+    fitting the window cut (the breakdown's warning is added from the reply)."""
     score = _transition(
         score_id,
         Status.COMPLETED,
@@ -420,6 +422,8 @@ def _complete(score_id, result: conversation.JudgeResult) -> SessionScore | None
         score_samples=result.score_samples,
         score_spread=result.score_spread,
         unstable=result.unstable,
+        input_coverage=result.input_coverage,
+        warnings=[*warnings, result.input_warning] if result.input_warning else warnings,
         completed_at_us=now_us(),
     )
     if score is None:

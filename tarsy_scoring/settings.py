@@ -280,9 +280,12 @@ SCORING_LLM_BACKOFF_S = env_number("SCORING_LLM_BACKOFF_S", 1.0)
 SCORING_LLM_MAX_RETRY_AFTER_S = env_number("SCORING_LLM_MAX_RETRY_AFTER_S", 60.0)
 SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)
 SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
-# A scoring whose judge prompt is estimated (4 characters a token) above this fails
-# before any call: keep it below the model's context window, with room for the replies.
-SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 100_000, int)
+# A scoring whose whole judge prompt is estimated (4 characters a token) above this fails
+# before any call: a bound on the work of one scoring (about 40 MB). Below it, the prompt is
+# fitted to the judge model's context window (docs/rendering.md).
+SCORING_MAX_INPUT_TOKENS = env_number("SCORING_MAX_INPUT_TOKENS", 10_000_000, int)
+# The judge model's context window in tokens when litellm's model list does not know the model.
+SCORING_LLM_CONTEXT_TOKENS = env_number("SCORING_LLM_CONTEXT_TOKENS", 128_000, int)
 # Turn 1 runs this many times at once; the score is their median (docs/scoring.md). Each
 # sample costs a turn 1 (tokens, money, provider quota): more than a few sharpen little.
 SCORING_JUDGE_SAMPLES = env_number("SCORING_JUDGE_SAMPLES", 1, int)
@@ -311,7 +314,7 @@ SCORING_WORKER_POLL_S = env_number("SCORING_WORKER_POLL_S", 1.0, float)
 SCORING_PENDING_TIMEOUT_S = env_number("SCORING_PENDING_TIMEOUT_S", 3600, int)
 # MCP prioritization reports (scoring.insights.reports): the time limit of one, all
 # its judge calls included, and the context window its calls are cut to fit (tokens;
-# 0: the judge model's own, from litellm's model list, else SCORING_MAX_INPUT_TOKENS).
+# 0: the judge's window as scorings take it, scoring.judge.fitting.context_window).
 SCORING_REPORT_TIMEOUT_S = env_number("SCORING_REPORT_TIMEOUT_S", 900, int)
 SCORING_REPORT_WINDOW_TOKENS = env_number("SCORING_REPORT_WINDOW_TOKENS", 0, int)
 # A report reads the missing-tools analyses of at most this many scores, the newest.

@@ -255,6 +255,20 @@ def test_unstable_scores_are_filtered_and_their_samples_shown(admin_client):
     assert samples_field(single) == "one"
 
 
+def test_a_score_says_how_much_of_the_investigation_the_judge_saw(admin_client):
+    shortened = make_score(make_session(), input_coverage=0.0458)
+    whole = make_score(make_session(), input_coverage=1.0)
+    before = make_score(make_session())  # made before coverage was recorded
+
+    def coverage_field(score):
+        page = admin_client.get(reverse("admin:scoring_sessionscore_change", args=[score.score_id])).content.decode()
+        return re.search(r'<div class="readonly">([^<]*)</div>', page[page.index("Investigation seen") :]).group(1)
+
+    assert coverage_field(shortened) == "4.6% (cut to fit the window)"
+    assert coverage_field(whole) == "all"
+    assert coverage_field(before) == "-"
+
+
 def test_scores_are_read_only_even_for_superusers(admin_client):
     score = make_score(make_session())
     change_url = reverse("admin:scoring_sessionscore_change", args=[score.score_id])

@@ -360,6 +360,24 @@ def test_completed_score_shows_its_criteria_breakdown_and_the_missing_tools_name
 
 
 @pytest.mark.django_db
+def test_a_shortened_investigation_is_said_apart_from_the_other_warnings(admin_client):
+    session = make_session()
+    warning = "input shortened: the judge saw 31% of the investigation: the middle of 1 tool result was left out to fit the judge model's context window of 128,000 tokens: kubernetes-server.pods_log (2.1 MB of 3.0 MB)"
+    injection = "instruction override in stages[0]: 'ignore previous instructions'"
+    make_score(session, input_coverage=0.31, warnings=[injection, warning])
+
+    view = score_view(admin_client, session)
+
+    (shown,) = re.findall(r'<p class="notice" data-input-coverage="0.31">([^<]*)</p>', view)
+    assert shown == (
+        "The investigation was shortened for the judge: the judge saw 31% of the investigation: the middle of 1 "
+        "tool result was left out to fit the judge model&#x27;s context window of 128,000 tokens: "
+        "kubernetes-server.pods_log (2.1 MB of 3.0 MB)."
+    )
+    assert "ignore previous instructions" not in view and "Breakdown:" not in view
+
+
+@pytest.mark.django_db
 def test_a_score_without_a_breakdown_or_tools_shows_neither(admin_client):
     session = make_session()
     make_score(session, score_analysis="Prose only.", missing_tools_analysis="No critical missing tools identified.")

@@ -124,6 +124,7 @@ class ScoreSerializer(serializers.ModelSerializer):
             "score_samples",
             "score_spread",
             "unstable",
+            "input_coverage",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -143,6 +144,11 @@ class ScoreSerializer(serializers.ModelSerializer):
             "unstable": {
                 "help_text": "Whether `score_spread` was over SCORING_UNSTABLE_SPREAD when the score was "
                 "made: the judge's samples disagreed, so read the score with care."
+            },
+            "input_coverage": {
+                "help_text": "The share of the investigation's text the judge saw, 0 to 1: below 1 when the "
+                "middle of long tool results was cut to fit the judge model's context window (the warning "
+                "starting \"input shortened: \" in `warnings` names them); null until the score completes."
             },
         }
 
@@ -193,12 +199,17 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "cost_usd": "0.0301250000",
         "dimensions": {"logical_flow": 16, "consistency": 15, "tool_relevance": 13, "synthesis_quality": 14},
         "missing_tools": ["kubectl-logs", "kubectl-get-events"],
-        "warnings": ["score breakdown: the four criteria add up to 58, not to the total score 70"],
+        "warnings": [
+            "score breakdown: the four criteria add up to 58, not to the total score 70",
+            "input shortened: the judge saw 31% of the investigation: the middle of 1 tool result was left out "
+            "to fit the judge model's context window of 128,000 tokens: kubernetes-server.pods_log (2.1 MB of 3.0 MB)",
+        ],
         "investigation_digest": "9d2c" + "0" * 60,
         "session_changed_since_score": False,
         "score_samples": [62, 70, 85],
         "score_spread": 23,
         "unstable": True,
+        "input_coverage": 0.31,
     },
 )
 

@@ -28,7 +28,7 @@ from django.db import DatabaseError, connection, transaction
 from scoring import services
 from scoring.insights.filters import InsightFilters, latest_completed_scores
 from scoring.jobs import queue
-from scoring.judge import errors, llm, report_prompt
+from scoring.judge import errors, fitting, llm, report_prompt
 from scoring.judge.report_prompt import ReportInput
 from scoring.models import InsightReport, ScoringStatus, SessionScore
 
@@ -168,7 +168,14 @@ def run_claimed_report(report: InsightReport) -> InsightReport | None:
     try:
         inputs = _load_inputs(report.score_ids)
         llm.release_db_connection()
-        text, rounds = _write(inputs, scope=_describe(report.filters), usage=usage, deadline=deadline)
+        window = settings.SCORING_REPORT_WINDOW_TOKENS or fitting.context_window()
+        scope = _describe(report.filters)
+        try:
+            text, rounds = _write(inputs, scope=scope, usage=usage, deadline=deadline, window=window)
+        except errors.ContextWindowExceeded as exc:
+            # As a scoring does: once more, within the window the provider's error taught.
+            window = fitting.learn_window(str(exc), window)
+            text, rounds = _write(inputs, scope=scope, usage=usage, deadline=deadline, window=window)
     except errors.ContextWindowExceeded as exc:
         # Its message speaks of a session: say what it means for a report.
         reason = (
@@ -210,13 +217,15 @@ class _Text:
     tokens: int
 
 
-def _write(inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: float) -> tuple[str, int]:
+def _write(
+    inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: float, window: int
+) -> tuple[str, int]:
     """The report's text and the rounds it took: one call when everything fits the
     window, else parts summarised (as often as needed) and the report written from them."""
     if not inputs:
         raise UnusableInputs("none of the report's scores has a missing-tools analysis any more")
     sessions = len(inputs)
-    room = _input_room()
+    room = window - window // REPLY_SHARE  # one call's prompt: the window less the reply's share
     # What the texts may take of a call: the room less the longest prompt around them.
     space = room - max(
         llm.count_tokens(prompt)
@@ -263,12 +272,6 @@ def _ask(prompt: str, usage: _Usage, deadline: float) -> str:
     usage.model = reply.model
     usage.calls += 1
     return reply.content
-
-
-def _input_room() -> int:
-    """Tokens one call's prompt may take: the window less the reply's share."""
-    window = settings.SCORING_REPORT_WINDOW_TOKENS or llm.model_input_window() or settings.SCORING_MAX_INPUT_TOKENS
-    return window - window // REPLY_SHARE
 
 
 def _sized(text: str, space: int, sessions: int = 1) -> _Text:

@@ -2,10 +2,11 @@
 
 Turn 1 sends the score prompt and takes the total score from the last line of
 the reply; turn 2 sends the missing-tools follow-up in the same conversation,
-so the judge sees its own turn-1 analysis. Turn 2 resends turn 1's messages as they
-were, so that the provider can serve them from its prompt cache; where the model caches
-only what the request marks (Claude), turn 1's prompt ends in a cache breakpoint
-(docs/llm.md, "Prompt caching").
+so the judge sees its own turn-1 analysis. The turn-1 prompt is first fitted to the judge
+model's context window (``fitting``), with room for both replies. Turn 2 resends turn 1's
+messages as they were, so that the provider can serve them from its prompt cache; where
+the model caches only what the request marks (Claude), turn 1's prompt ends in a cache
+breakpoint (docs/llm.md, "Prompt caching").
 
 With SCORING_JUDGE_SAMPLES=k above 1, turn 1 is sampled k times at once: the
 score is the samples' median and turn 2 continues the median sample's
@@ -21,7 +22,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from scoring.judge import errors, injection, llm
+from scoring.judge import errors, fitting, injection, llm
 from scoring.judge.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
@@ -29,7 +30,7 @@ from scoring.judge.prompts import (
     RESTATE_SCORE_PROMPT,
     fill_placeholders,
 )
-from scoring.judge.rendering import render_alert_data, render_investigation
+from scoring.judge.rendering import render_alert_data, render_investigation, render_investigation_parts
 from scoring.realtime import events
 
 # Markdown emphasis a judge may wrap its score line in ("**75**", "`75`").
@@ -57,6 +58,10 @@ class JudgeResult:
     score_samples: list[int | None] | None = None
     score_spread: int | None = None
     unstable: bool = False
+    # The share of the investigation the judge saw (1.0 unless fitting its window cut tool
+    # results), and the warning naming what was cut.
+    input_coverage: float = 1.0
+    input_warning: str | None = None
 
 
 @dataclass
@@ -68,18 +73,23 @@ class _Sample:
     messages: list[dict]
 
 
-def build_score_prompt(session, *, boundary_token: str | None = None) -> str:
-    """The turn-1 prompt: EP-0028's score prompt with the session filled in.
+def build_score_prompt(
+    session, *, boundary_token: str | None = None, investigation: str | None = None
+) -> str:
+    """The turn-1 prompt: EP-0028's score prompt with the session filled in
+    (``investigation``: its rendered text, shortened or not; by default the session's).
 
     The session's values are untrusted, so each is fenced between boundary
     markers with a random token drawn for this prompt (``boundary_token`` fixes
     it, for tests); see ``scoring.judge.injection``.
     """
     token = boundary_token or injection.new_boundary_token()
+    if investigation is None:
+        investigation = render_investigation(session)
     return fill_placeholders(
         JUDGE_PROMPT_SCORE,
         {
-            "SESSION_CONVERSATION": injection.wrap_untrusted(render_investigation(session), token),
+            "SESSION_CONVERSATION": injection.wrap_untrusted(investigation, token),
             "ALERT_DATA": injection.wrap_untrusted(render_alert_data(session.alert_data), token),
             "OUTPUT_SCHEMA": OUTPUT_SCHEMA_SCORE,
         },
@@ -127,11 +137,33 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
     (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
     and ``errors.InputTooLarge`` before any call when the prompt is over
-    SCORING_MAX_INPUT_TOKENS.
+    SCORING_MAX_INPUT_TOKENS or cannot be fitted to the judge model's window.
+    The prompt is fitted to the window (``fitting``); on a context-length error
+    the conversation is held once more, fitted to the window the error taught.
     """
-    usage = _Usage()
-    prompt = build_score_prompt(session)
-    llm.check_input_size(len(prompt))
+    parts = render_investigation_parts(session)
+    token = injection.new_boundary_token()
+
+    def build(investigation: str) -> str:
+        return build_score_prompt(session, boundary_token=token, investigation=investigation)
+
+    usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
+    window = fitting.context_window()
+    fitted = fitting.fit_prompt(parts, build, window)
+    try:
+        return _converse(fitted, usage, on_phase, deadline)
+    except errors.ContextWindowExceeded as error:
+        smaller = fitting.learn_window(str(error), window)
+        logger.warning(
+            "judge context window exceeded at %s tokens; once more, fitted to %s: %s", window, smaller, error
+        )
+        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline)
+
+
+def _converse(
+    fitted: fitting.FittedPrompt, usage: _Usage, on_phase: Callable[[str], None], deadline: float | None
+) -> JudgeResult:
+    prompt = fitted.prompt
     prompt_message = _prompt_message(prompt)
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
@@ -155,6 +187,8 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
         output_tokens=usage.output_tokens,
         cost_usd=usage.cost_usd,
         cached_input_tokens=usage.cached_input_tokens,
+        input_coverage=fitted.coverage,
+        input_warning=fitted.warning,
         **stability,
     )
 
@@ -213,7 +247,11 @@ def _median_sample(
     samples = [outcome for outcome in outcomes if isinstance(outcome, _Sample)]
     if not samples:
         reasons = list(dict.fromkeys(str(outcome) for outcome in outcomes))
-        raise errors.JudgeLLMError(f"all {k} judge samples failed: " + "; ".join(reasons)) from outcomes[0]
+        # Too long for the window for every sample: run_judge fits the prompt smaller once more.
+        failed_as = errors.ContextWindowExceeded if any(
+            isinstance(outcome, errors.ContextWindowExceeded) for outcome in outcomes
+        ) else errors.JudgeLLMError
+        raise failed_as(f"all {k} judge samples failed: " + "; ".join(reasons)) from outcomes[0]
     scores = sorted(sample.score for sample in samples)
     median = scores[(len(scores) - 1) // 2]
     spread = scores[-1] - scores[0] if len(scores) > 1 else None

@@ -62,7 +62,25 @@ def render_alert_data(alert_data) -> str:
     return json.dumps(alert_data, indent=2, ensure_ascii=False)
 
 
+class ToolResult(str):
+    """A tool result's text in the rendered parts, with the tool's name: the parts that
+    ``scoring.judge.fitting`` may shorten."""
+
+    tool: str
+
+    def __new__(cls, text: str, tool: str):
+        part = super().__new__(cls, text)
+        part.tool = tool
+        return part
+
+
 def render_investigation(session) -> str:
+    return "\n".join(render_investigation_parts(session))
+
+
+def render_investigation_parts(session) -> list[str]:
+    """The investigation's text in parts, to be joined with newlines; tool results are
+    ``ToolResult`` parts."""
     out: list[str] = []
     seen_messages: dict[str, str] = {}
     stages = sorted(session.stages or [], key=_stage_order)
@@ -77,7 +95,7 @@ def render_investigation(session) -> str:
         out.append(session.final_analysis.rstrip() + "\n")
     else:
         out.append(f"(No final analysis: the session ended with status '{session.status}'.)\n")
-    return "\n".join(out)
+    return out
 
 
 # -- session parts ------------------------------------------------------------
@@ -267,7 +285,7 @@ class _AgentTimeline:
             return
         result = details.get("tool_result")
         text = _result_text(result)
-        out.extend(("**Result:**", "", text, ""))
+        out.extend(("**Result:**", "", ToolResult(text, name), ""))
         self.pending_results.append((name, result, text))
 
     def render_llm(self, interaction: dict, out: list[str]) -> None:
@@ -330,7 +348,8 @@ class _AgentTimeline:
 
     def _refer_to_results(self, content: str) -> str:
         for name, result, text in self.pending_results:
-            if len(text) < REPEATED_RESULT_MIN_CHARS:
+            # Every form is at least as long as the text: a shorter input cannot hold one.
+            if len(text) < REPEATED_RESULT_MIN_CHARS or len(content) < len(text):
                 continue
             for form in _result_forms(result, text):
                 if form in content:

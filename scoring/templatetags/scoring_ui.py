@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from scoring.judge import fitting
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
@@ -151,6 +152,22 @@ def dimension_rows(dimensions: dict | None) -> list[tuple[str, int | None]]:
 def breakdown_warnings(warnings: list[str] | None) -> list[str]:
     """The warnings about the criteria breakdown, without their prefix; not the injection findings."""
     return [warning.removeprefix(BREAKDOWN_WARNING_PREFIX) for warning in warnings or [] if is_breakdown_warning(warning)]
+
+
+@register.filter
+def fitting_warnings(warnings: list[str] | None) -> list[str]:
+    """The warnings naming what was cut to fit the judge's context window, without their prefix."""
+    return [
+        warning.removeprefix(fitting.WARNING_PREFIX) for warning in warnings or [] if fitting.is_fitting_warning(warning)
+    ]
+
+
+@register.filter
+def coverage_note(coverage: float | None) -> str:
+    """How much of the investigation the judge saw, for the admin: "31% (cut to fit)"; "" when unknown."""
+    if coverage is None:
+        return ""
+    return "all" if coverage >= 1 else f"{fitting.coverage_percent(coverage)} (cut to fit the window)"
 
 
 @register.filter

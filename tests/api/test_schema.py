@@ -69,6 +69,16 @@ def test_get_score_documents_the_samples_with_an_example(schema):
     assert set(example["value"]) == set(properties)
 
 
+def test_get_score_documents_the_input_coverage_with_an_example(schema):
+    get = schema["paths"][SCORE_PATH]["get"]
+    coverage = body_schema(schema, get, "200")["properties"]["input_coverage"]
+    assert coverage["type"] == "number" and coverage["nullable"] is True
+    assert "context window" in coverage["description"]
+    [example] = get["responses"]["200"]["content"]["application/json"]["examples"].values()
+    assert 0 < example["value"]["input_coverage"] < 1
+    assert any(warning.startswith("input shortened: ") for warning in example["value"]["warnings"])
+
+
 def test_swagger_ui_is_served_from_our_own_static_files():
     page = APIClient().get("/api/docs/")
     assert page.status_code == 200

@@ -267,6 +267,16 @@ def test_get_reports_the_samples_their_spread_and_whether_the_score_is_unstable(
     assert (data["score_samples"], data["score_spread"], data["unstable"]) == (None, None, False)
 
 
+def test_get_reports_how_much_of_the_investigation_the_judge_saw(operator_client):
+    shortened = make_session()
+    warning = "input shortened: the judge saw 31% of the investigation: the middle of 1 tool result was left out to fit the judge model's context window of 128,000 tokens: kubernetes-server.pods_log (2.1 MB of 3.0 MB)"
+    make_score(shortened, input_coverage=0.31, warnings=[warning])
+
+    data = operator_client.get(url(shortened.session_id)).json()
+
+    assert (data["input_coverage"], data["warnings"]) == (0.31, [warning])
+
+
 def test_reading_a_score_takes_two_queries_once_the_caller_is_known():
     session = make_session()
     make_score(session)

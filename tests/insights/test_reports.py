@@ -10,6 +10,7 @@ import pytest
 
 from scoring.insights import reports
 from scoring.insights.filters import InsightFilters
+from scoring.judge import fitting
 from scoring.judge.injection import NEUTRALISED_PREFIX
 from scoring.judge.report_prompt import REPORT_DATA_INSTRUCTION
 from scoring.models import InsightReport, JudgeCircuit, ScoringStatus
@@ -195,12 +196,24 @@ def test_a_judge_failure_fails_the_report_with_the_reason(judge_llm):
 @pytest.mark.django_db(transaction=True)
 def test_a_context_window_error_says_which_setting_to_lower(judge_llm):
     analysed_session()
-    judge_llm.push(context_length_exceeded())
+    judge_llm.push(context_length_exceeded(), context_length_exceeded())  # and on the one try smaller
     report = run(requested())
     assert report.status == "failed"
+    assert len(judge_llm.requests) == 2
     assert report.error_message.startswith(
         "a report call was over the judge model's context window; set SCORING_REPORT_WINDOW_TOKENS below it"
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_context_window_error_is_learned_from_and_the_report_written_once_more_smaller(judge_llm, settings):
+    settings.SCORING_LLM_CONTEXT_TOKENS = 400_000  # more than the model really has
+    analysed_session()
+    judge_llm.push(context_length_exceeded(window=16_000, requested=300_000))
+    report = run(requested())
+    assert report.status == "completed", report.error_message
+    assert len(judge_llm.requests) == 2
+    assert fitting.context_window() == 16_000  # scorings start from it too
 
 
 @pytest.mark.django_db(transaction=True)

@@ -161,7 +161,9 @@ FAILURES = {
         llm, s, Error(503), SCORING_LLM_MAX_RETRIES=1, SCORING_LLM_BACKOFF_S=30, SCORING_JOB_TIMEOUT_S=5
     ),
     "judge LLM circuit breaker is open": lambda llm, s, _: open_the_circuit(llm, s),
-    "session too large for the judge model": lambda llm, s, _: fail_with(llm, s, context_length_exceeded()),
+    "session too large for the judge model": lambda llm, s, _: fail_with(
+        llm, s, context_length_exceeded(), context_length_exceeded()  # and on the one try fitted smaller
+    ),
     "judge reply has no 0-100 score": lambda llm, s, _: fail_with(
         llm, s, Reply("No number here."), Reply("Still none.")
     ),

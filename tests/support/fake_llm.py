@@ -29,7 +29,7 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from scoring.judge.demo_judge import (
     ChatCompletionsServer,
@@ -117,14 +117,43 @@ def rate_limited(retry_after: str | None = None) -> Error:
     return Error(429, "Rate limit reached for requests", "rate_limit_exceeded", "requests", headers)
 
 
-def context_length_exceeded() -> Error:
+def context_length_exceeded(window: int = 128_000, requested: int = 250_000) -> Error:
+    """OpenAI's answer to a request over the model's context window, in its words."""
     return Error(
         400,
-        "This model's maximum context length is 128000 tokens. However, your messages resulted in "
-        "250000 tokens. Please reduce the length of the messages.",
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{requested} tokens. Please reduce the length of the messages.",
         "context_length_exceeded",
         "invalid_request_error",
     )
+
+
+class ContextWindow:
+    """A default (``set_default``) that answers as a model with a context window of ``tokens``
+    does: a request whose messages are over it gets ``context_length_exceeded`` with the real
+    figures, the others ``then`` (a step, or a function of the request body) with those
+    figures as ``usage.prompt_tokens``. Messages are counted as OpenAI counts them for
+    gpt-4o (its tokenizer and per-message framing, through litellm, offline), which is
+    not how the judge counts a model litellm does not know: as with a real provider, the
+    two counts differ a little. ``received`` lists each request's count."""
+
+    def __init__(self, tokens: int, then: Step | Callable[[dict | None], Step] = Reply()):
+        import litellm  # here, not at the first request: the import takes seconds
+
+        self._token_counter = litellm.token_counter
+        self.tokens = tokens
+        self._then = then
+        self._lock = threading.Lock()
+        self.received: list[int] = []
+
+    def __call__(self, body: dict | None) -> Step:
+        used = self._token_counter(model="gpt-4o", messages=(body or {}).get("messages") or [])
+        with self._lock:
+            self.received.append(used)
+        if used > self.tokens:
+            return context_length_exceeded(self.tokens, used)
+        step = self._then(body) if callable(self._then) else self._then
+        return replace(step, prompt_tokens=used) if isinstance(step, Reply) else step
 
 
 def unauthorized() -> Error:

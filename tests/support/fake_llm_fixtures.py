@@ -6,6 +6,7 @@
 
 import pytest
 
+from scoring.judge import fitting
 from tests.support.fake_llm import FakeLLMServer
 
 
@@ -33,4 +34,6 @@ def judge_llm(settings, fake_llm):
     settings.SCORING_LLM_API_KEY = env["SCORING_LLM_API_KEY"]
     settings.SCORING_LLM_TIMEOUT_S = float(env["SCORING_LLM_TIMEOUT_S"])
     settings.SCORING_LLM_BACKOFF_S = float(env["SCORING_LLM_BACKOFF_S"])
-    return fake_llm
+    fitting.forget_learned_windows()  # what a context-length error taught an earlier test
+    yield fake_llm
+    fitting.forget_learned_windows()

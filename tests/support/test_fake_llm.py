@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.support.fake_llm import Error, Reply, Together
+from tests.support.fake_llm import ContextWindow, Error, Reply, Together
 from tests.support.servers import REPO_DIR
 from tests.support.throwaway_servers import free_port
 
@@ -120,6 +120,25 @@ def test_together_answers_only_requests_that_are_in_the_server_at_once(fake_llm)
     assert [(status, body["error"]["message"]) for status, _, body in alone] == [
         (500, "fewer than 2 requests were in the server at once")
     ] * 2
+
+
+def test_a_context_window_refuses_what_is_over_it_in_openais_words(fake_llm):
+    window = ContextWindow(30, Reply("ok"))
+    fake_llm.set_default(window)
+    short = {**CHAT, "messages": [{"role": "user", "content": "hello"}]}
+    long = {**CHAT, "messages": [{"role": "user", "content": "hello there " * 20}]}
+
+    status, _, body = post(fake_llm.url, short)
+    assert status == 200 and body["usage"]["prompt_tokens"] == window.received[0] <= 30
+
+    status, _, body = post(fake_llm.url, long)
+    assert status == 400 and window.received[1] > 30
+    assert body["error"] == {
+        "message": f"This model's maximum context length is 30 tokens. However, your messages resulted in "
+        f"{window.received[1]} tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "code": "context_length_exceeded",
+    }
 
 
 def test_unknown_path_is_a_404_that_leaves_the_script_alone(fake_llm):
