@@ -159,6 +159,10 @@ class SessionScore(models.Model):
     score_spread = models.IntegerField(null=True, blank=True)
     # score_spread was over SCORING_UNSTABLE_SPREAD when the score was made.
     unstable = models.BooleanField(default=False)
+    # Why a pending score waits to be picked up again (the provider's quota), "" when it does not;
+    # and when its first 429 came, from which SCORING_RATE_LIMIT_PATIENCE_S is counted.
+    waiting_reason = models.TextField(blank=True, default="")
+    rate_limited_since_us = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "session_scores"

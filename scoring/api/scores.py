@@ -123,6 +123,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             "score_samples",
             "score_spread",
             "unstable",
+            "waiting_reason",
+            "rate_limited_since_us",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -137,6 +139,15 @@ class ScoreSerializer(serializers.ModelSerializer):
             "unstable": {
                 "help_text": "Whether `score_spread` was over SCORING_UNSTABLE_SPREAD when the score was "
                 "made: the judge's samples disagreed, so read the score with care."
+            },
+            "waiting_reason": {
+                "help_text": "Why a pending score waits before a worker takes it again: the judge "
+                "provider's quota (HTTP 429) said to come back later; `started_at_us` is then when it is "
+                "due. Empty when it is not waiting."
+            },
+            "rate_limited_since_us": {
+                "help_text": "When the judge provider's quota first held this scoring back; it fails once "
+                "it has waited SCORING_RATE_LIMIT_PATIENCE_S from then. Null if it never was."
             },
         }
 
@@ -192,6 +203,8 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "score_samples": [62, 70, 85],
         "score_spread": 23,
         "unstable": True,
+        "waiting_reason": "",
+        "rate_limited_since_us": None,
     },
 )
 
