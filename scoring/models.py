@@ -319,6 +319,21 @@ class ScoringCriteria(models.Model):
         return self.prompt_hash
 
 
+class JudgePacing(models.Model):
+    """When the next judge call to a model may start, shared by every worker process
+    (``scoring.judge.pacing``): one row per model, changed in a transaction that holds it."""
+
+    model = models.CharField(max_length=255, primary_key=True)
+    # The provider said wait (429 with Retry-After) until then: every call to the model waits.
+    not_before_us = models.BigIntegerField(default=0)
+    # The known limits' token buckets: when the next request's, and the next prompt token's, turn comes.
+    next_request_us = models.BigIntegerField(default=0)
+    next_token_us = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "judge_pacing"
+
+
 class JudgeCircuit(models.Model):
     """Circuit-breaker state for the judge LLM, shared by every worker process.
 

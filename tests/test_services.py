@@ -15,6 +15,7 @@ from scoring import batches, services
 from scoring.judge import circuit
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
+    JudgePacing,
     AlertSession,
     ReviewVerdict,
     ScoreReview,
@@ -683,6 +684,7 @@ def test_a_scoring_rate_limited_past_the_patience_fails_saying_the_quota_was_the
     SessionScore.objects.filter(pk=score.pk).update(
         started_at_us=services.now_us(), rate_limited_since_us=services.now_us() - 15_000_000
     )
+    JudgePacing.objects.all().delete()  # and every call's wait for that 429 is over
 
     failed = run_next_scoring()
 
@@ -694,6 +696,7 @@ def test_a_scoring_rate_limited_past_the_patience_fails_saying_the_quota_was_the
     assert circuit.state("openai/fake-judge")["consecutive_failures"] == 0
 
 
+@pytest.mark.django_db(transaction=True)  # the sample's thread writes the model's wait, on a connection of its own
 def test_a_rate_limited_sample_sends_the_whole_scoring_back_to_wait(judge_llm, settings):
     settings.SCORING_JUDGE_SAMPLES = 3
     settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0

@@ -26,7 +26,7 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
-from scoring.judge import circuit
+from scoring.judge import circuit, pacing
 from scoring.judge.errors import (
     ContextWindowExceeded,
     DeadlineReached,
@@ -294,15 +294,19 @@ def release_db_connection() -> None:
 
 
 def _complete_with_retries(model: str, messages: list[dict], deadline: float | None, patient: bool) -> LLMReply:
-    """One judge call with its retries. A 429 uses up no retry: the call waits in place as the
-    provider says, up to SCORING_LLM_MAX_RETRY_AFTER_S in all (and within the deadline), and
-    then raises ``RateLimited`` so that the scoring waits in the queue, holding no slot."""
+    """One judge call with its retries, each attempt in its turn (``pacing``). A 429 uses up
+    no retry: every call to the model waits as the provider says (``pacing.hold``), this one
+    in place up to SCORING_LLM_MAX_RETRY_AFTER_S in all (or with ``patient`` to the deadline);
+    a longer wait raises ``RateLimited``, so that the scoring waits in the queue, holding no slot."""
     max_attempts = 1 + settings.SCORING_LLM_MAX_RETRIES
     failure: _Failure | None = None
     failed_attempts = 0  # 429s not counted
     rate_limits = 0
     waited_for_quota_s = 0.0
+    in_place_limit_s = math.inf if patient and deadline is not None else settings.SCORING_LLM_MAX_RETRY_AFTER_S
+    prompt_tokens = estimated_tokens(sum(len(str(message.get("content") or "")) for message in messages))
     while True:
+        waited_for_quota_s += _wait_for_turn(model, prompt_tokens, in_place_limit_s - waited_for_quota_s, deadline, failure)
         timeout = _attempt_timeout(deadline, failed_attempts, failure)
         try:
             return _complete_once(model, messages, timeout, failed_attempts + 1)
@@ -311,13 +315,8 @@ def _complete_with_retries(model: str, messages: list[dict], deadline: float | N
         if failure.kind == "rate_limited":
             rate_limits += 1
             wait = _quota_wait_s(rate_limits, failure)
-            fits_deadline = deadline is None or time.monotonic() + wait < deadline
-            in_place_limit_s = math.inf if patient and deadline is not None else settings.SCORING_LLM_MAX_RETRY_AFTER_S
-            if waited_for_quota_s + wait > in_place_limit_s or not fits_deadline:
-                raise RateLimited(_quota_message(failure), retry_after_s=wait)
-            logger.info("judge LLM rate-limited (429): waiting %.2f s as the provider asks", wait)
-            waited_for_quota_s += wait
-            time.sleep(wait)
+            logger.info("judge LLM rate-limited (429): every call to %s waits %.2f s as the provider asks", model, wait)
+            pacing.hold(model, wait)
             continue
         failed_attempts += 1
         if not failure.retryable:
@@ -335,6 +334,28 @@ def _complete_with_retries(model: str, messages: list[dict], deadline: float | N
             wait,
         )
         time.sleep(wait)
+
+
+def _wait_for_turn(
+    model: str, prompt_tokens: int, longest_wait_s: float, deadline: float | None, failure: _Failure | None
+) -> float:
+    """Wait for this attempt's turn (``pacing.take_turn``) and return how long that was; raise
+    ``RateLimited`` when the turn is further away than ``longest_wait_s`` or the deadline."""
+    if deadline is not None:
+        longest_wait_s = min(longest_wait_s, deadline - time.monotonic())
+    wait = pacing.take_turn(model, prompt_tokens, longest_wait_s=max(0.0, longest_wait_s))
+    release_db_connection()
+    if wait > 0 and wait > longest_wait_s:
+        if failure is not None and failure.kind == "rate_limited":
+            raise RateLimited(_quota_message(failure), retry_after_s=wait)
+        raise RateLimited(
+            f"judge LLM rate-limited: {model}'s calls are paced (SCORING_LLM_RPM, SCORING_LLM_TPM, or a "
+            f"provider's Retry-After), and this one's turn is {wait:,.1f} s away",
+            retry_after_s=wait,
+        )
+    if wait > 0:
+        time.sleep(wait)
+    return wait
 
 
 def _quota_wait_s(rate_limits: int, failure: _Failure) -> float:

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from scoring.judge import circuit, errors, llm
+from scoring.models import JudgePacing
 from tests.support.fake_llm import (
     CloseConnection,
     Error,
@@ -147,6 +148,7 @@ def test_429s_never_count_for_the_breaker(judge_llm, settings):
             llm.complete(MESSAGES)
 
     assert circuit.state("openai/fake-judge")["consecutive_failures"] == 0
+    JudgePacing.objects.all().delete()  # the provider's hour of waiting, over
     judge_llm.set_default(Error(503))
     settings.SCORING_LLM_MAX_RETRIES = 0
     with pytest.raises(errors.JudgeLLMError):
