@@ -10,10 +10,10 @@ For each: completed and failed scorings, the fake's answered and 429 counts, the
 from the first claim to the last completion against the ideal (the requests, N x 2, at the
 quota's rate; for the token quota, the prompt tokens the scores report at the quota's rate),
 and the circuit breaker's state at the end. --pace also sets SCORING_LLM_RPM / SCORING_LLM_TPM
-to the quota (the known limit; docs/llm.md, "Pacing").
+to that share of the quota (the known limit; docs/llm.md, "Pacing").
 
     .venv/bin/python bench/bench_quota.py --scorings 60
-    .venv/bin/python bench/bench_quota.py --scorings 60,500 --pace
+    .venv/bin/python bench/bench_quota.py --scorings 60,500 --pace 0.95
 """
 
 import argparse
@@ -70,7 +70,9 @@ def main() -> None:
     parser.add_argument("--rps", type=float, default=4.0, help="the request quota, per second (an RPM quota / 60)")
     parser.add_argument("--tpm", type=int, default=800_000, help="the token quota, prompt tokens per minute")
     parser.add_argument("--workers", type=int, default=2, help="SCORING_WORKERS of each cluster")
-    parser.add_argument("--pace", action="store_true", help="also set SCORING_LLM_RPM / SCORING_LLM_TPM to the quota")
+    parser.add_argument(
+        "--pace", type=float, default=0, help="also set SCORING_LLM_RPM / SCORING_LLM_TPM to this share of the quota"
+    )
     parser.add_argument("--quotas", default="rpm,tpm", help="which quotas to run")
     args = parser.parse_args()
 
@@ -84,7 +86,8 @@ def main() -> None:
         print(machine_description(db_url))
         print(
             f"\nrequest quota {args.rps:g}/s ({args.rps * 60:g} RPM), token quota {args.tpm:,} TPM; "
-            f"{args.workers} worker processes a cluster; known limit set: {'yes' if args.pace else 'no'}.\n"
+            f"{args.workers} worker processes a cluster; known limit set: "
+            f"{f'{args.pace:.0%} of the quota' if args.pace else 'no'}.\n"
         )
         print("| quota | N | clusters | completed | failed | 429s | wall, s | ideal, s | of ideal | breaker |")
         print("|---|---|---|---|---|---|---|---|---|---|")
@@ -93,7 +96,11 @@ def main() -> None:
             llm_env = stack.enter_context(fake_judge(0.0, work / f"fake-llm-{quota}.log", *option))
             pace = {}
             if args.pace:
-                pace = {"SCORING_LLM_RPM": str(int(args.rps * 60))} if quota == "rpm" else {"SCORING_LLM_TPM": str(args.tpm)}
+                pace = (
+                    {"SCORING_LLM_RPM": str(int(args.pace * args.rps * 60))}
+                    if quota == "rpm"
+                    else {"SCORING_LLM_TPM": str(int(args.pace * args.tpm))}
+                )
             env = service_env(
                 db_url, redis_url, **llm_env, **pace, SCORING_WORKERS=str(args.workers), SCORING_WORKER_POLL_S="0.2"
             )

@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, ScoreReview
+from scoring.models import AlertSession, ScoreReview, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
 
@@ -438,3 +438,12 @@ def test_pages_name_their_icon_and_favicon_ico_leads_to_it(client):
 
     assert '<link rel="icon" href="/static/scoring/favicon.svg" type="image/svg+xml">' in page
     assert favicon.status_code == 302 and favicon["Location"] == "/static/scoring/favicon.svg"
+
+
+def test_the_session_page_shows_why_its_scoring_waits(admin_client):
+    session = make_session()
+    make_score(session, ScoringStatus.PENDING, waiting_reason="judge LLM rate-limited (429): try later")
+
+    page = admin_client.get(f"/sessions/{session.session_id}/").content.decode()
+
+    assert "Waiting for the judge's quota: judge LLM rate-limited (429): try later" in page
