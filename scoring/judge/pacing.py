@@ -13,7 +13,7 @@ A turn is taken in a transaction that holds the row (PostgreSQL: SELECT ... FOR 
 SQLite: its IMMEDIATE transactions take turns), so two calls never take the same turn.
 The database, not Redis, so that it holds on the default install too; one short
 transaction per judge call is nothing beside the call. Without known limits a call
-only reads the row.
+reads the row at most every NOT_BEFORE_READ_S per process.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ from django.db.models import BigIntegerField, Case, F, Value, When
 from scoring.models import JudgePacing
 
 US_PER_MINUTE = 60_000_000
+# Without known limits, how often a process reads a model's hold that other processes set.
+NOT_BEFORE_READ_S = 0.2
+# model -> (time.monotonic() when read, not_before_us); a dict's get and set are atomic.
+_not_before_seen: dict[str, tuple[float, int]] = {}
 
 
 def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float:
@@ -38,8 +42,7 @@ def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float
     now = _now_us()
     rpm, tpm = settings.SCORING_LLM_RPM, settings.SCORING_LLM_TPM
     if not rpm and not tpm:
-        not_before = JudgePacing.objects.filter(model=model).values_list("not_before_us", flat=True).first()
-        return max(0, (not_before or 0) - now) / 1_000_000
+        return max(0, _not_before_us(model) - now) / 1_000_000
     with transaction.atomic():
         row = JudgePacing.objects.select_for_update().filter(model=model).first()
         if row is None:
@@ -57,9 +60,22 @@ def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float
     return wait_s
 
 
+def _not_before_us(model: str) -> int:
+    """The model's hold. That there is none is read at most every NOT_BEFORE_READ_S in this
+    process, so that without known limits most judge calls cost no query; a hold is read
+    each time (it is waited out anyway), and one set in this process is read at once (``hold``)."""
+    read_at, not_before = _not_before_seen.get(model, (-NOT_BEFORE_READ_S, 0))
+    if not_before > _now_us() or time.monotonic() - read_at >= NOT_BEFORE_READ_S:
+        stored = JudgePacing.objects.filter(model=model).values_list("not_before_us", flat=True).first()
+        not_before = stored or 0
+        _not_before_seen[model] = (time.monotonic(), not_before)
+    return not_before
+
+
 def hold(model: str, wait_s: float) -> None:
     """The provider told a call to ``model`` to wait ``wait_s``: every call to it waits as long."""
     until = _now_us() + int(wait_s * 1_000_000)
+    _not_before_seen.pop(model, None)
     JudgePacing.objects.bulk_create([JudgePacing(model=model)], ignore_conflicts=True)
     JudgePacing.objects.filter(model=model).update(
         not_before_us=Case(

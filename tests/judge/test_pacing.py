@@ -2,13 +2,14 @@
 process; and, with real worker processes against an account-wide quota, what it is for."""
 
 import threading
+import time
 
 import pytest
 from django.db import connection
 
 from scoring import services
 from scoring.judge import circuit, pacing
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import JudgePacing, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import AccountQuota, Reply
 from tests.support.workers import wait_for
@@ -31,13 +32,21 @@ def test_without_known_limits_a_call_waits_only_for_the_providers_last_retry_aft
 @pytest.mark.django_db
 def test_known_limits_space_the_calls_by_requests_and_by_prompt_tokens(settings):
     settings.SCORING_LLM_RPM = 120  # a request every 0.5 s
+    started_us = time.time_ns() // 1000
     waits = [pacing.take_turn(MODEL, 10, longest_wait_s=60) for _ in range(3)]
-    assert waits[0] == 0 and 0.4 < waits[1] <= 0.5 and 0.9 < waits[2] <= 1.0
+    ended_us = time.time_ns() // 1000
+    assert waits[0] == 0 and 0 < waits[1] < waits[2]
+    # Three turns 0.5 s apart from the first: the next one is 1.5 s after it.
+    assert started_us + 1_500_000 <= JudgePacing.objects.get(model=MODEL).next_request_us <= ended_us + 1_500_000
 
     settings.SCORING_LLM_RPM = 0
     settings.SCORING_LLM_TPM = 60_000  # 1,000 tokens a second
+    started_us = time.time_ns() // 1000
     waits = [pacing.take_turn("openai/by-tokens", 3000, longest_wait_s=60) for _ in range(2)]
-    assert waits[0] == 0 and 2.9 < waits[1] <= 3.0
+    ended_us = time.time_ns() // 1000
+    assert waits[0] == 0 and waits[1] > 2
+    # Two prompts of 3,000 tokens, 3 s each.
+    assert started_us + 6_000_000 <= JudgePacing.objects.get(model="openai/by-tokens").next_token_us <= ended_us + 6_000_000
 
 
 @pytest.mark.django_db
@@ -64,15 +73,18 @@ def test_concurrent_callers_on_connections_of_their_own_each_take_a_turn_of_thei
             connection.close()
 
     threads = [threading.Thread(target=take_turns) for _ in range(4)]
+    started_us = time.time_ns() // 1000
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    ended_us = time.time_ns() // 1000
 
-    turns = sorted(waits)
-    assert len(turns) == 20
-    # Taken over some milliseconds, the 20 turns are 0.1 s apart: none shared, none skipped.
-    assert all(0.05 < later - earlier < 0.15 for earlier, later in zip(turns, turns[1:])), turns
+    assert len(waits) == 20
+    # 20 turns 0.1 s apart from the first (taken between start and end): a turn taken twice
+    # would leave the bucket 0.1 s short.
+    next_turn_us = JudgePacing.objects.get(model=MODEL).next_request_us
+    assert started_us + 2_000_000 <= next_turn_us <= ended_us + 2_000_000
 
 
 def queue_scorings(count: int) -> list:
