@@ -15,8 +15,8 @@ from scoring import batches, services
 from scoring.judge import circuit
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
-    JudgePacing,
     AlertSession,
+    JudgePacing,
     ReviewVerdict,
     ScoreReview,
     ScoringCriteria,
