@@ -52,7 +52,7 @@ POLL_S = 0.1
 
 
 @contextlib.contextmanager
-def fake_judge(latency_s: float, log):
+def fake_judge(latency_s: float, log, *options: str):
     from tests.support.servers import wait_for_log
 
     port = free_port()
@@ -69,6 +69,7 @@ def fake_judge(latency_s: float, log):
                 FAKE_REPLY,
                 "--delay",
                 str(latency_s),
+                *options,
             ],
             cwd=REPO,
             stdout=out,

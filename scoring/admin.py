@@ -325,8 +325,8 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     list_per_page = 50
     fields = [
         "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "coverage", "tokens", "cost",
-        "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "warnings",
-        "dimensions_view", "missing_tool_names", "session_changed_view", "score_analysis_html", "missing_tools_html",
+        "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "waiting_reason",
+        "warnings", "dimensions_view", "missing_tool_names", "session_changed_view", "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
     readonly_fields = fields
     inlines = [ScoreReviewInline]

@@ -165,6 +165,10 @@ class SessionScore(models.Model):
     # The share of the investigation's text the judge saw, 0..1: below 1 when tool results
     # were cut to fit the judge model's context window (docs/rendering.md); null until completed.
     input_coverage = models.FloatField(null=True, blank=True)
+    # Why a pending score waits to be picked up again (the provider's quota), "" when it does not;
+    # and when its first 429 came, from which SCORING_RATE_LIMIT_PATIENCE_S is counted.
+    waiting_reason = models.TextField(blank=True, default="")
+    rate_limited_since_us = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "session_scores"
@@ -319,6 +323,21 @@ class ScoringCriteria(models.Model):
 
     def __str__(self) -> str:
         return self.prompt_hash
+
+
+class JudgePacing(models.Model):
+    """When the next judge call to a model may start, shared by every worker process
+    (``scoring.judge.pacing``): one row per model, changed in a transaction that holds it."""
+
+    model = models.CharField(max_length=255, primary_key=True)
+    # The provider said wait (429 with Retry-After) until then: every call to the model waits.
+    not_before_us = models.BigIntegerField(default=0)
+    # The known limits' token buckets: when the next request's, and the next prompt token's, turn comes.
+    next_request_us = models.BigIntegerField(default=0)
+    next_token_us = models.BigIntegerField(default=0)
+
+    class Meta:
+        db_table = "judge_pacing"
 
 
 class JudgeCircuit(models.Model):

@@ -118,13 +118,14 @@ def latest_score_columns() -> dict:
     }
 
 
-def is_orphaned(status: str, *, started_at_us: int, requested_at_us: int, now_us: int) -> bool:
+def is_orphaned(status: str, *, started_at_us: int, now_us: int) -> bool:
     """Whether a score in ``status`` is an active one past the limit after which
-    ``stale_scorings`` lists it (``requested_at_us``: its ``scored_at_us``)."""
+    ``stale_scorings`` lists it (a pending score's ``started_at_us`` is when it is due:
+    its request, or the end of its wait for the provider's quota)."""
     if status == ScoringStatus.IN_PROGRESS:
         return started_at_us < now_us - int(settings.SCORING_JOB_TIMEOUT_S * 1_000_000)
     if status == ScoringStatus.PENDING:
-        return requested_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
+        return started_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
     return False
 
 
@@ -146,27 +147,27 @@ def scoring_states(session_ids, *, now_us: int) -> list[ScoringState]:
         AlertSession.objects.filter(pk__in=session_ids)
         .annotate(
             latest_started_at_us=Subquery(newest.values("started_at_us")[:1]),
-            latest_requested_at_us=Subquery(newest.values("scored_at_us")[:1]),
         )
-        .values_list("session_id", "status", "latest_status", "latest_started_at_us", "latest_requested_at_us")
+        .values_list("session_id", "status", "latest_status", "latest_started_at_us")
     )
     return [
         ScoringState(
             session_id,
             status,
             latest_status,
-            latest_orphaned=is_orphaned(
-                latest_status, started_at_us=started_at_us, requested_at_us=requested_at_us, now_us=now_us
-            ),
+            latest_orphaned=is_orphaned(latest_status, started_at_us=started_at_us, now_us=now_us),
         )
-        for session_id, status, latest_status, started_at_us, requested_at_us in rows
+        for session_id, status, latest_status, started_at_us in rows
     ]
 
 
-def oldest_pending_score_ids(limit: int) -> list:
-    """The ``limit`` pending scores requested first (a pending row keeps
-    started_at_us = requested, so the (status, started_at_us) index serves this)."""
-    pending = SessionScore.objects.filter(status=ScoringStatus.PENDING).order_by("started_at_us", "score_id")
+def oldest_pending_score_ids(limit: int, *, now_us: int) -> list:
+    """The ``limit`` pending scores due first: a pending row's started_at_us is when it is
+    due (its request, or the end of its wait for the provider's quota), so the
+    (status, started_at_us) index serves this; one still waiting is left out."""
+    pending = SessionScore.objects.filter(status=ScoringStatus.PENDING, started_at_us__lte=now_us).order_by(
+        "started_at_us", "score_id"
+    )
     return list(pending.values_list("score_id", flat=True)[:limit])
 
 
@@ -191,7 +192,8 @@ def stale_scorings(*, session_ids=None, include_all=False, older_than_s=None, no
     in_progress = active.filter(
         status=ScoringStatus.IN_PROGRESS, started_at_us__lt=now_us - int(job_limit_s * 1_000_000)
     )
-    pending = active.filter(status=ScoringStatus.PENDING, scored_at_us__lt=now_us - int(queue_limit_s * 1_000_000))
+    # A pending score's started_at_us is when it is due (see ``is_orphaned``).
+    pending = active.filter(status=ScoringStatus.PENDING, started_at_us__lt=now_us - int(queue_limit_s * 1_000_000))
     return [
         (score_id, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
         for score_id in in_progress.values_list("score_id", flat=True)

@@ -1,7 +1,8 @@
 """Writes: every change to sessions and scores goes through a function here.
 
 A score moves pending -> in_progress -> completed | failed, and only forward
-(see ``_ALLOWED_TRANSITIONS``). Each state change is one conditional UPDATE,
+(see ``_ALLOWED_TRANSITIONS``), but for one step back: in_progress -> pending when
+the provider's quota says wait (``_wait_for_quota``). Each state change is one conditional UPDATE,
 so two processes can never both claim a score or move it twice, and the event
 that reports it is stored in the same transaction (``events.record``), to be
 sent after commit.
@@ -19,7 +20,7 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 
 from scoring import selectors
 from scoring.jobs import queue
-from scoring.judge import conversation, errors, injection, llm, rendering, replies
+from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     AlertSession,
@@ -40,11 +41,11 @@ logger = logging.getLogger(__name__)
 Status = ScoringStatus
 _ALLOWED_TRANSITIONS = {
     Status.PENDING: {Status.IN_PROGRESS, Status.FAILED},
-    Status.IN_PROGRESS: {Status.COMPLETED, Status.FAILED},
+    Status.IN_PROGRESS: {Status.COMPLETED, Status.FAILED, Status.PENDING},
     Status.COMPLETED: set(),
     Status.FAILED: set(),
 }
-_EVENT_FOR_STATUS = {Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
+_EVENT_FOR_STATUS = {Status.PENDING: events.PROGRESS, Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
 # Any constant bigint; names the advisory lock that capacity-checked claims queue on.
 CAPACITY_CLAIM_LOCK_KEY = 0x7A55C0
@@ -316,7 +317,7 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
     at once costs one turn and one commit, which matters when a batch starts.
     """
     # Idle workers poll: a plain read first, so that polling takes no write lock.
-    if selectors.oldest_pending_score_ids(1) == []:
+    if selectors.oldest_pending_score_ids(1, now_us=now_us()) == []:
         return []
 
     def write() -> list[SessionScore]:
@@ -330,8 +331,8 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
             # fails says which model it was for (a completed one writes it again).
             model = settings.SCORING_LLM_MODEL
             claimed = (
-                _move(score_id, Status.IN_PROGRESS, started_at_us=started_at_us, judge_model=model)
-                for score_id in selectors.oldest_pending_score_ids(room)
+                _move(score_id, Status.IN_PROGRESS, started_at_us=started_at_us, judge_model=model, waiting_reason="")
+                for score_id in selectors.oldest_pending_score_ids(room, now_us=started_at_us)
             )
             return [score for score in claimed if score is not None]
 
@@ -367,6 +368,8 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             result = conversation.run_judge(
                 session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
             )
+        except errors.RateLimited as exc:
+            return _wait_for_quota(score, exc)
         except errors.JudgeLLMError as exc:
             return fail_scoring(score.score_id, str(exc))
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
@@ -376,6 +379,36 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             logger.exception("judge job for score %s failed unexpectedly", score.score_id)
             return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
         return _complete(score.score_id, result, warnings)
+
+
+def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> SessionScore | None:
+    """Send a score the provider's quota holds back to the queue, due when the provider
+    said to come back, with its ``waiting_reason`` and a progress event: waiting, it holds
+    no worker slot and is not orphaned (its due time is its age). Once it has waited
+    SCORING_RATE_LIMIT_PATIENCE_S since its first 429, it fails saying the quota was the cause."""
+    now = now_us()
+    since = score.rate_limited_since_us or now
+    waited_s = (now - since) / 1_000_000
+    patience_s = settings.SCORING_RATE_LIMIT_PATIENCE_S
+    if waited_s + limited.retry_after_s > patience_s:
+        return fail_scoring(
+            score.score_id,
+            f"{limited}; gave up after waiting {waited_s:,.0f} s for the quota "
+            f"(SCORING_RATE_LIMIT_PATIENCE_S={patience_s:g})",
+        )
+    due_us = now + int(max(limited.retry_after_s, settings.SCORING_WORKER_POLL_S) * 1_000_000)
+    reason = f"{limited}; next try at {circuit.iso_time(due_us)}, rate-limited since {circuit.iso_time(since)}"
+    waiting = _transition(
+        score.score_id,
+        Status.PENDING,
+        event_fields={"phase": events.PHASE_WAITING, "waiting_reason": reason},
+        started_at_us=due_us,
+        waiting_reason=reason,
+        rate_limited_since_us=since,
+    )
+    if waiting is not None:
+        logger.info("score %s waits for the judge's quota until %s", score.score_id, circuit.iso_time(due_us))
+    return waiting
 
 
 def _serialize_capacity_claims() -> None:

@@ -12,9 +12,11 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 
 from scoring import batches, services
+from scoring.judge import circuit
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
     AlertSession,
+    JudgePacing,
     ReviewVerdict,
     ScoreReview,
     ScoringCriteria,
@@ -25,7 +27,7 @@ from scoring.models import (
 )
 from scoring.realtime import events
 from tests.support.factories import copy_on_session, make_score, make_session, newest_score, run_next_scoring
-from tests.support.fake_llm import Error, Reply
+from tests.support.fake_llm import Error, Reply, rate_limited
 from tests.support.status_table import (
     FINISHED_SESSION_STATUSES,
     NEWEST_SCORES,
@@ -218,7 +220,7 @@ def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
         ("pending", "completed", False),
         ("in_progress", "completed", True),
         ("in_progress", "failed", True),
-        ("in_progress", "pending", False),
+        ("in_progress", "pending", True),  # the one step back: waiting for the judge's quota
         ("completed", "in_progress", False),
         ("completed", "failed", False),
         ("failed", "in_progress", False),
@@ -227,7 +229,11 @@ def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
 )
 def test_state_transitions_only_move_forward(start, target, allowed):
     score = make_score(make_session(), start)
-    fields = {"error_message": "x"} if target == "failed" else {"total_score": 50} if target == "completed" else {}
+    fields = {
+        "failed": {"error_message": "x"},
+        "completed": {"total_score": 50},
+        "pending": {"phase": events.PHASE_WAITING, "waiting_reason": "x"},
+    }.get(target, {})
     moved = services._transition(score.score_id, target, event_fields=fields)
     score.refresh_from_db()
     assert (moved is not None) == allowed
@@ -606,3 +612,99 @@ def test_what_is_read_is_stored_in_the_completions_transaction(judge_llm, monkey
     assert score.status == "in_progress"
     assert (score.total_score, score.dimensions) == (None, None)
     assert events.COMPLETED not in [event for event, _ in event_log(score)]
+
+
+# --- Waiting for the judge's quota (docs/llm.md, "Quotas") ------------------------------------
+
+
+def test_a_rate_limited_scoring_waits_in_the_queue_saying_why_then_completes(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0  # every 429 sends the scoring back to the queue
+    settings.SCORING_WORKER_POLL_S = 0.01
+    judge_llm.push(rate_limited(retry_after="1"), Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+
+    run_next_scoring()
+
+    score.refresh_from_db()
+    assert score.status == "pending"
+    assert score.waiting_reason.startswith(
+        "judge LLM rate-limited (429): the provider's quota is used up for now: Rate limit reached for requests; "
+        "next try at "
+    )
+    assert score.rate_limited_since_us is not None
+    assert score.started_at_us >= score.rate_limited_since_us + 1_000_000  # due when the provider said
+    assert event_log(score)[-1] == (
+        events.PROGRESS,
+        {"phase": events.PHASE_WAITING, "waiting_reason": score.waiting_reason},
+    )
+    assert run_next_scoring() is None  # not due yet: no worker takes it
+    assert services.expire_stale_scorings(older_than_s=0.5) == 0  # waiting is not orphaned
+
+    while (done := run_next_scoring()) is None:
+        time.sleep(0.05)
+
+    assert (done.status, done.total_score, done.waiting_reason, done.error_message) == ("completed", 63, "", None)
+    assert circuit.state("openai/fake-judge")["state"] == "closed"
+
+
+def test_429s_use_up_none_of_the_scorings_retries(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 0
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0
+    settings.SCORING_WORKER_POLL_S = 0.01
+    judge_llm.push(rate_limited(retry_after="1"), Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+
+    assert run_next_scoring().status == "pending"
+    while (done := run_next_scoring()) is None:
+        time.sleep(0.05)
+
+    assert done.score_id == score.score_id and done.status == "completed"
+
+
+def test_a_rate_limited_turn_two_waits_in_place_so_turn_one_is_not_asked_again(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0
+    judge_llm.push(Reply(TURN1), rate_limited(retry_after="1"), Reply(TURN2))
+    score = pending_score()
+
+    done = run_next_scoring()
+
+    assert (done.score_id, done.status, done.total_score) == (score.score_id, "completed", 63)
+    assert len(judge_llm.requests) == 3
+
+
+def test_a_scoring_rate_limited_past_the_patience_fails_saying_the_quota_was_the_cause(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0
+    settings.SCORING_RATE_LIMIT_PATIENCE_S = 30
+    judge_llm.set_default(rate_limited(retry_after="20"))
+    score = pending_score()
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "pending"
+    # Its first 429 came 15 s ago: 15 s waited and 20 s more is past the 30 s of patience.
+    SessionScore.objects.filter(pk=score.pk).update(
+        started_at_us=services.now_us(), rate_limited_since_us=services.now_us() - 15_000_000
+    )
+    JudgePacing.objects.all().delete()  # and every call's wait for that 429 is over
+
+    failed = run_next_scoring()
+
+    assert failed.status == "failed"
+    assert failed.error_message == (
+        "judge LLM rate-limited (429): the provider's quota is used up for now: Rate limit reached for requests; "
+        "gave up after waiting 15 s for the quota (SCORING_RATE_LIMIT_PATIENCE_S=30)"
+    )
+    assert circuit.state("openai/fake-judge")["consecutive_failures"] == 0
+
+
+@pytest.mark.django_db(transaction=True)  # the sample's thread writes the model's wait, on a connection of its own
+def test_a_rate_limited_sample_sends_the_whole_scoring_back_to_wait(judge_llm, settings):
+    settings.SCORING_JUDGE_SAMPLES = 3
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0
+    judge_llm.push(Reply(TURN1), rate_limited(retry_after="5"), Reply(TURN1))
+    score = pending_score()
+
+    run_next_scoring()
+
+    score.refresh_from_db()
+    assert (score.status, score.total_score) == ("pending", None)
+    assert score.waiting_reason.startswith("judge LLM rate-limited (429)")

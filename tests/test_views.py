@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, InsightReport, MissingTool, ScoreReview
+from scoring.models import AlertSession, InsightReport, MissingTool, ScoreReview, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, make_score, make_session
 from tests.support.servers import REPO_DIR
@@ -598,3 +598,10 @@ def test_the_vendored_chart_library_is_the_one_the_docs_name_with_its_licence():
     assert documented and f"Chart.js v{documented.group(1)}" in banner
     assert "Released under the MIT License" in banner
     assert (vendored / "LICENSE.md").read_text().startswith("The MIT License (MIT)")
+def test_the_session_page_shows_why_its_scoring_waits(admin_client):
+    session = make_session()
+    make_score(session, ScoringStatus.PENDING, waiting_reason="judge LLM rate-limited (429): try later")
+
+    page = admin_client.get(f"/sessions/{session.session_id}/").content.decode()
+
+    assert "Waiting for the judge's quota: judge LLM rate-limited (429): try later" in page

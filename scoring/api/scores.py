@@ -125,6 +125,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             "score_spread",
             "unstable",
             "input_coverage",
+            "waiting_reason",
+            "rate_limited_since_us",
         ]
         read_only_fields = fields
         extra_kwargs = {
@@ -149,6 +151,15 @@ class ScoreSerializer(serializers.ModelSerializer):
                 "help_text": "The share of the investigation's text the judge saw, 0 to 1: below 1 when the "
                 "middle of long tool results was cut to fit the judge model's context window (the warning "
                 "starting \"input shortened: \" in `warnings` names them); null until the score completes."
+            },
+            "waiting_reason": {
+                "help_text": "Why a pending score waits before a worker takes it again: the judge "
+                "provider's quota (HTTP 429) said to come back later; `started_at_us` is then when it is "
+                "due. Empty when it is not waiting."
+            },
+            "rate_limited_since_us": {
+                "help_text": "When the judge provider's quota first held this scoring back; it fails once "
+                "it has waited SCORING_RATE_LIMIT_PATIENCE_S from then. Null if it never was."
             },
         }
 
@@ -210,6 +221,8 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "score_spread": 23,
         "unstable": True,
         "input_coverage": 0.31,
+        "waiting_reason": "",
+        "rate_limited_since_us": None,
     },
 )
 

@@ -264,7 +264,8 @@ def _chunk_prompt(chunk: list[_Text], notes: bool) -> str:
 
 
 def _ask(prompt: str, usage: _Usage, deadline: float) -> str:
-    reply = llm.complete([{"role": "user", "content": prompt}], deadline=deadline)
+    # Patient: a report cannot wait in the queue, so it waits out a quota in place, up to its deadline.
+    reply = llm.complete([{"role": "user", "content": prompt}], deadline=deadline, patient=True)
     usage.input_tokens += reply.input_tokens or 0
     usage.output_tokens += reply.output_tokens or 0
     if reply.cost_usd is not None:

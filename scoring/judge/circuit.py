@@ -38,7 +38,7 @@ def check(model: str) -> None:
         last = last[:MESSAGE_ERROR_LIMIT] + "…"
     raise CircuitOpen(
         f"judge LLM circuit breaker is open after {row.consecutive_failures} consecutive failed calls "
-        f"(last: {last}); new scorings fail fast until {_iso(row.opened_until_us)}"
+        f"(last: {last}); new scorings fail fast until {iso_time(row.opened_until_us)}"
     )
 
 
@@ -76,7 +76,7 @@ def record_failure(model: str, error_message: str) -> None:
             "judge LLM circuit breaker for %s opened after %d consecutive failed calls, until %s",
             model,
             row["consecutive_failures"],
-            _iso(opens_until_us),
+            iso_time(opens_until_us),
         )
 
 
@@ -94,7 +94,7 @@ def state(model: str) -> dict:
         "state": name,
         "consecutive_failures": row.consecutive_failures,
         "failure_threshold": settings.SCORING_CIRCUIT_FAILURE_THRESHOLD,
-        "open_until": _iso(row.opened_until_us) if name == "open" else None,
+        "open_until": iso_time(row.opened_until_us) if name == "open" else None,
         "last_error": row.last_error or None,
     }
 
@@ -103,6 +103,7 @@ def _now_us() -> int:
     return int(time.time() * 1_000_000)
 
 
-def _iso(timestamp_us: int) -> str:
+def iso_time(timestamp_us: int) -> str:
+    """A microsecond timestamp as UTC ISO 8601 to the second, for messages."""
     moment = datetime.fromtimestamp(timestamp_us / 1_000_000, tz=UTC).replace(microsecond=0)
     return moment.isoformat().replace("+00:00", "Z")

@@ -176,7 +176,8 @@ def _converse(
 
     on_phase(events.PHASE_MISSING_TOOLS)
     messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
-    missing_tools_analysis = usage.add(llm.complete(messages, deadline=deadline))
+    # Patient: sent back to the queue now, the scoring would ask turn 1 again.
+    missing_tools_analysis = usage.add(llm.complete(messages, deadline=deadline, patient=True))
 
     return JudgeResult(
         total_score=chosen.score,
@@ -229,7 +230,8 @@ def _median_sample(
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree.
 
-    A sample that fails (the provider, after its retries, or no score even when restated)
+    A sample held back by the provider's quota sends the whole scoring back to wait
+    (``errors.RateLimited``). A sample that fails (the provider, after its retries, or no score even when restated)
     is left out; the scoring fails only when every sample fails. For an even count the
     median is the lower middle score, so that it is a sample's and turn 2 can continue
     that sample's conversation (the first such sample, in sampling order).
@@ -239,6 +241,10 @@ def _median_sample(
         return _score_sample(prompt_message, lambda messages: usage.add(ask(messages)))
 
     outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
+    # A quota is capacity, not a sample's failure: the scoring waits for it with all k samples.
+    rate_limited = next((outcome for outcome in outcomes if isinstance(outcome, errors.RateLimited)), None)
+    if rate_limited is not None:
+        raise rate_limited
     for position, outcome in enumerate(outcomes, start=1):
         if isinstance(outcome, errors.JudgeLLMError):
             logger.warning("judge sample %d of %d failed: %s", position, k, outcome)

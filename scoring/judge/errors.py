@@ -44,5 +44,20 @@ class DeadlineReached(JudgeLLMError):
         self.counts_for_circuit = provider_failed
 
 
+class RateLimited(JudgeLLMError):
+    """The provider's quota (HTTP 429) still says wait after the call waited in place as long
+    as it may (SCORING_LLM_MAX_RETRY_AFTER_S): capacity, not failure. The scoring goes back to
+    the queue for ``retry_after_s`` (docs/llm.md, "Quotas")."""
+
+    counts_for_circuit = False
+
+    def __init__(self, message: str, retry_after_s: float = 0.0):
+        super().__init__(message, retry_after_s)
+        self.retry_after_s = retry_after_s
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 class ScoreExtractionError(JudgeLLMError):
     """The judge gave no usable 0-100 score, even when asked to restate it."""

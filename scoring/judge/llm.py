@@ -12,6 +12,8 @@ import contextvars
 import email.utils
 import json
 import logging
+import math
+import random
 import re
 import threading
 import time
@@ -24,13 +26,14 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
-from scoring.judge import circuit
+from scoring.judge import circuit, pacing
 from scoring.judge.errors import (
     ContextWindowExceeded,
     DeadlineReached,
     InputTooLarge,
     JudgeLLMError,
     JudgeNotConfigured,
+    RateLimited,
 )
 from scoring.judge.prompts import CHARS_PER_TOKEN, estimated_tokens
 from scoring.ops import metrics
@@ -66,7 +69,7 @@ def check_input_size(prompt_chars: int) -> None:
 
 # --- One failed attempt, classified -------------------------------------------------------------
 
-RETRYABLE_KINDS = {"rate_limited", "timeout", "server", "connection", "unreadable"}
+RETRYABLE_KINDS = {"timeout", "server", "connection", "unreadable"}
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,6 @@ class _Failure:
     def describe(self, attempts: int, timeout: float) -> str:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         match self.kind:
-            case "rate_limited":
-                return f"judge LLM rate-limited ({self.status}) after {tries}: {self.detail}"
             case "timeout":
                 return f"judge LLM request timed out after {round(timeout, 1):g} s ({tries})"
             case "server":
@@ -193,15 +194,18 @@ def _litellm():
     return litellm
 
 
-def complete(messages: list[dict], *, deadline: float | None = None) -> LLMReply:
+def complete(messages: list[dict], *, deadline: float | None = None, patient: bool = False) -> LLMReply:
     """Send one chat conversation to the judge model and return its reply.
 
     ``deadline`` is a ``time.monotonic()`` timestamp by which the call must be
-    over, retries included. Raises ``JudgeLLMError`` (or a subclass) on failure.
+    over, retries included. Raises ``JudgeLLMError`` (or a subclass) on failure,
+    ``RateLimited`` when the provider's quota says wait longer than the call may wait
+    in place: SCORING_LLM_MAX_RETRY_AFTER_S, or with ``patient`` up to the deadline (for
+    a turn whose earlier turns would otherwise be asked again).
     """
     model = _callable_model()
     try:
-        reply = _complete_with_retries(model, messages, deadline)
+        reply = _complete_with_retries(model, messages, deadline, patient)
     except JudgeLLMError as error:
         _record_failure(model, error)
         raise
@@ -229,7 +233,7 @@ def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadli
 
     def ask(messages: list[dict]) -> LLMReply:
         try:
-            reply = _complete_with_retries(model, messages, deadline)
+            reply = _complete_with_retries(model, messages, deadline, patient=False)
         except JudgeLLMError as error:
             with lock:
                 call_errors.append(error)
@@ -302,31 +306,84 @@ def release_db_connection() -> None:
         connection.close()
 
 
-def _complete_with_retries(model: str, messages: list[dict], deadline: float | None) -> LLMReply:
+def _complete_with_retries(model: str, messages: list[dict], deadline: float | None, patient: bool) -> LLMReply:
+    """One judge call with its retries, each attempt in its turn (``pacing``). A 429 uses up
+    no retry: every call to the model waits as the provider says (``pacing.hold``), this one
+    in place up to SCORING_LLM_MAX_RETRY_AFTER_S in all (or with ``patient`` to the deadline);
+    a longer wait raises ``RateLimited``, so that the scoring waits in the queue, holding no slot."""
     max_attempts = 1 + settings.SCORING_LLM_MAX_RETRIES
     failure: _Failure | None = None
-    for attempt in range(1, max_attempts + 1):
-        timeout = _attempt_timeout(deadline, attempt - 1, failure)
+    failed_attempts = 0  # 429s not counted
+    rate_limits = 0
+    waited_for_quota_s = 0.0
+    in_place_limit_s = math.inf if patient and deadline is not None else settings.SCORING_LLM_MAX_RETRY_AFTER_S
+    prompt_tokens = estimated_tokens(sum(len(str(message.get("content") or "")) for message in messages))
+    while True:
+        waited_for_quota_s += _wait_for_turn(model, prompt_tokens, in_place_limit_s - waited_for_quota_s, deadline, failure)
+        timeout = _attempt_timeout(deadline, failed_attempts, failure)
         try:
-            return _complete_once(model, messages, timeout, attempt)
+            return _complete_once(model, messages, timeout, failed_attempts + 1)
         except _AttemptFailed as failed:
             failure = failed.failure
+        if failure.kind == "rate_limited":
+            rate_limits += 1
+            wait = _quota_wait_s(rate_limits, failure)
+            logger.info("judge LLM rate-limited (429): every call to %s waits %.2f s as the provider asks", model, wait)
+            pacing.hold(model, wait)
+            continue
+        failed_attempts += 1
         if not failure.retryable:
-            raise _error_for(failure, attempt, timeout)
-        if attempt == max_attempts:
-            break
-        wait = _backoff_s(attempt, failure)
+            raise _error_for(failure, failed_attempts, timeout)
+        if failed_attempts == max_attempts:
+            raise _error_for(failure, max_attempts, timeout)
+        wait = _backoff_s(failed_attempts, failure)
         if deadline is not None and time.monotonic() + wait >= deadline:
-            raise _deadline_reached(failure, attempt, timeout)
+            raise _deadline_reached(failure, failed_attempts, timeout)
         logger.warning(
             "judge LLM attempt %d/%d failed, %s; retrying in %.2f s",
-            attempt,
+            failed_attempts,
             max_attempts,
             failure.summary,
             wait,
         )
         time.sleep(wait)
-    raise _error_for(failure, max_attempts, timeout)
+
+
+def _wait_for_turn(
+    model: str, prompt_tokens: int, longest_wait_s: float, deadline: float | None, failure: _Failure | None
+) -> float:
+    """Wait for this attempt's turn (``pacing.take_turn``) and return how long that was; raise
+    ``RateLimited`` when the turn is further away than ``longest_wait_s`` or the deadline."""
+    if deadline is not None:
+        longest_wait_s = min(longest_wait_s, deadline - time.monotonic())
+    wait = pacing.take_turn(model, prompt_tokens, longest_wait_s=max(0.0, longest_wait_s))
+    release_db_connection()
+    if wait > 0 and wait > longest_wait_s:
+        if failure is not None and failure.kind == "rate_limited":
+            raise RateLimited(_quota_message(failure), retry_after_s=wait)
+        raise RateLimited(
+            f"judge LLM rate-limited: {model}'s calls are paced (SCORING_LLM_RPM, SCORING_LLM_TPM, or a "
+            f"provider's Retry-After), and this one's turn is {wait:,.1f} s away",
+            retry_after_s=wait,
+        )
+    if wait > 0:
+        time.sleep(wait)
+    return wait
+
+
+def _quota_wait_s(rate_limits: int, failure: _Failure) -> float:
+    """How long to wait after the ``rate_limits``-th 429 of a call: the provider's
+    Retry-After, else exponential backoff; with up to 10% jitter, so that the calls
+    told to wait at the same moment do not all come back at the same moment."""
+    if failure.retry_after is not None:
+        wait = failure.retry_after
+    else:
+        wait = settings.SCORING_LLM_BACKOFF_S * 2 ** min(rate_limits - 1, 10)
+    return wait * (1 + random.random() / 10)
+
+
+def _quota_message(failure: _Failure) -> str:
+    return f"judge LLM rate-limited (429): the provider's quota is used up for now: {failure.detail}"
 
 
 def _attempt_timeout(deadline: float | None, attempts_made: int, failure: _Failure | None) -> float:
@@ -339,7 +396,9 @@ def _attempt_timeout(deadline: float | None, attempts_made: int, failure: _Failu
     return min(timeout, left)
 
 
-def _deadline_reached(failure: _Failure | None, attempts: int, timeout: float) -> DeadlineReached:
+def _deadline_reached(failure: _Failure | None, attempts: int, timeout: float) -> JudgeLLMError:
+    if failure is not None and failure.kind == "rate_limited":
+        return RateLimited(_quota_message(failure))
     message = "scoring deadline reached before the judge LLM answered"
     if failure is not None:
         message += ": " + failure.describe(attempts, timeout)

@@ -219,7 +219,8 @@
         refreshPanel();
       }
     } else if (event.type === "scoring.progress") {
-      say(PHASES[event.phase] || "The judge is working (" + event.phase + ")…");
+      if (event.phase === "waiting_for_quota") say("Waiting for the judge's quota: " + event.waiting_reason);
+      else say(PHASES[event.phase] || "The judge is working (" + event.phase + ")…");
     } else if (event.type === "scoring.completed") {
       showBadge(event.session_id, "completed", event.total_score);
       if (onSessionPage()) {

@@ -342,3 +342,18 @@ def test_proxy_authenticated_post_must_be_json_or_pass_csrf():
 
     json_post = client.post(url(session.session_id), {}, format="json")
     assert json_post.status_code == 202
+
+
+def test_a_score_waiting_for_the_judges_quota_says_why_and_since_when(operator_client):
+    session = make_session()
+    reason = "judge LLM rate-limited (429): the provider's quota is used up for now: slow down; next try at ..."
+    make_score(session, ScoringStatus.PENDING, waiting_reason=reason, rate_limited_since_us=1_763_900_000_000_000)
+
+    body = operator_client.get(url(session.session_id)).json()
+
+    assert (body["status"], body["waiting_reason"], body["rate_limited_since_us"]) == (
+        "pending",
+        reason,
+        1_763_900_000_000_000,
+    )
+

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scoring.models import JudgeCircuit, SessionScore
 from tests.faults.harness import (
@@ -32,10 +32,17 @@ class LLMFault:
     name: str
     step: Step | None  # what the fake judge answers; None: nothing listens at the API base
     reason: str  # the start of the error_message every scoring must end with
+    worker_env: dict[str, str] = field(default_factory=dict)
 
 
 LLM_FAULTS = [
-    LLMFault("LLM answers 429", rate_limited(), "judge LLM rate-limited"),
+    # A quota is waited out (docs/llm.md): with no patience, the scorings fail saying so at the first 429.
+    LLMFault(
+        "LLM answers 429",
+        rate_limited(),
+        "judge LLM rate-limited (429): the provider's quota",
+        {"SCORING_LLM_MAX_RETRY_AFTER_S": "0", "SCORING_RATE_LIMIT_PATIENCE_S": "0"},
+    ),
     LLMFault("LLM answers 503", Error(503, "overloaded"), "judge LLM provider error"),
     LLMFault("LLM times out", Hang(30), "judge LLM request timed out"),
     LLMFault("LLM drops connections", CloseConnection(), "could not connect to the judge LLM"),
@@ -52,7 +59,7 @@ def llm_fault(stack: Stack, fault: LLMFault, count: int = 3) -> Figures:
     if fault.step is None:
         stack.start_worker(SCORING_LLM_API_BASE=f"http://127.0.0.1:{free_port()}/v1")
     else:
-        stack.start_worker()
+        stack.start_worker(**fault.worker_env)
         stack.judge.fault = fault.step
     sessions = store_sessions(stack.web.http_url, count)
     score_ids = request_scorings(stack.web.http_url, sessions)

@@ -13,6 +13,7 @@ from decimal import Decimal
 import pytest
 
 from scoring.judge import circuit, errors, llm
+from scoring.models import JudgePacing
 from tests.support.fake_llm import (
     CloseConnection,
     Error,
@@ -129,26 +130,54 @@ def test_retry_after_header_sets_the_wait(judge_llm, settings):
     assert gaps(judge_llm.requests)[0] >= 1.0
 
 
-def test_retry_after_is_capped(judge_llm, settings):
-    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0.2
+def test_a_retry_after_beyond_the_in_place_limit_sends_the_call_back_to_wait(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 60
     judge_llm.push(rate_limited(retry_after="3600"), Reply("ok"))
+
+    with pytest.raises(errors.RateLimited) as raised:
+        llm.complete(MESSAGES)
+
+    assert len(judge_llm.requests) == 1
+    assert 3600 <= raised.value.retry_after_s <= 3960  # with its jitter
+    assert str(raised.value) == (
+        "judge LLM rate-limited (429): the provider's quota is used up for now: Rate limit reached for requests"
+    )
+
+
+def test_429s_use_up_no_retries(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    judge_llm.push(*[rate_limited(retry_after="0")] * 6, Error(500), Reply("ok"))
 
     assert llm.complete(MESSAGES).content == "ok"
 
-    assert len(judge_llm.requests) == 2
-    assert gaps(judge_llm.requests)[0] >= 0.2
+    assert len(judge_llm.requests) == 8
 
 
-def test_retries_exhausted_on_rate_limit(judge_llm):
-    judge_llm.set_default(rate_limited())
+def test_429s_wait_in_place_at_most_the_in_place_limit_in_all(judge_llm, settings):
+    settings.SCORING_LLM_BACKOFF_S = 0.05
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0.3
+    judge_llm.set_default(rate_limited())  # no Retry-After: 0.05, 0.1, 0.2 s (and jitter) doubling
 
-    with pytest.raises(errors.JudgeLLMError) as raised:
+    with pytest.raises(errors.RateLimited):
         llm.complete(MESSAGES)
 
-    assert len(judge_llm.requests) == 4
-    assert str(raised.value) == (
-        "judge LLM rate-limited (429) after 4 attempts: Rate limit reached for requests"
-    )
+    assert len(judge_llm.requests) == 3
+
+
+def test_429s_never_count_for_the_breaker(judge_llm, settings):
+    settings.SCORING_CIRCUIT_FAILURE_THRESHOLD = 1
+    judge_llm.set_default(rate_limited(retry_after="3600"))
+    for _ in range(3):
+        with pytest.raises(errors.RateLimited):
+            llm.complete(MESSAGES)
+
+    assert circuit.state("openai/fake-judge")["consecutive_failures"] == 0
+    JudgePacing.objects.all().delete()  # the provider's hour of waiting, over
+    judge_llm.set_default(Error(503))
+    settings.SCORING_LLM_MAX_RETRIES = 0
+    with pytest.raises(errors.JudgeLLMError):
+        llm.complete(MESSAGES)
+    assert circuit.state("openai/fake-judge")["state"] == "open"
 
 
 def test_retries_exhausted_on_server_errors(judge_llm, settings):

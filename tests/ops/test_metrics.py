@@ -155,7 +155,9 @@ def unexpected_error(judge_llm, settings):
 
 # A real failure for each row of docs/observability.md's table, by the message it begins with.
 FAILURES = {
-    "judge LLM rate-limited": lambda llm, s, _: fail_with(llm, s, rate_limited()),
+    "judge LLM rate-limited": lambda llm, s, _: fail_with(
+        llm, s, rate_limited("5"), SCORING_LLM_MAX_RETRY_AFTER_S=0, SCORING_RATE_LIMIT_PATIENCE_S=1
+    ),
     "judge LLM request timed out": lambda llm, s, _: fail_with(llm, s, Hang(5), SCORING_LLM_TIMEOUT_S=0.3),
     "scoring deadline reached before the judge LLM answered": lambda llm, s, _: fail_with(
         llm, s, Error(503), SCORING_LLM_MAX_RETRIES=1, SCORING_LLM_BACKOFF_S=30, SCORING_JOB_TIMEOUT_S=5

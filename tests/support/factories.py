@@ -50,6 +50,8 @@ def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **o
         "completed_at_us": now_us + 30_000_000 if finished else None,
     }
     fields.update(overrides)
+    if status == ScoringStatus.PENDING and "started_at_us" not in overrides:
+        fields["started_at_us"] = fields["scored_at_us"]  # due since its request, as services.pending_score writes it
     score = SessionScore.objects.create(**fields)
     services.copy_latest_scores([score.session_id])  # as the services do with every change
     return score

@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -227,6 +229,64 @@ def _prefixes(messages: list[dict]) -> list[tuple[str, int, bool]]:
     return prefixes
 
 
+class AccountQuota:
+    """A default (``set_default``) that answers as ``reply`` within an account-wide quota, as
+    OpenAI, Anthropic and Gemini do: at most ``requests_per_s`` requests in any second and
+    ``tokens_per_min`` prompt tokens (4 characters a token, as ``chat_completion`` counts) in any
+    minute, over every client of the server; beyond it a 429 with OpenAI's body and a
+    ``Retry-After`` of whole seconds (as the providers send it). ``answered`` and
+    ``rate_limited`` count the requests of each kind."""
+
+    def __init__(self, reply: Reply = Reply(), *, requests_per_s: float | None = None, tokens_per_min: int | None = None):
+        self.reply = reply
+        self.requests_per_s = requests_per_s
+        self.tokens_per_min = tokens_per_min
+        self.answered = 0
+        self.rate_limited = 0
+        self._lock = threading.Lock()
+        self._recent: deque[tuple[float, int]] = deque()  # (time, prompt tokens) of answered requests
+
+    def __call__(self, body: dict | None) -> Step:
+        tokens = sum(len(str(message.get("content") or "")) for message in (body or {}).get("messages", [])) // 4
+        with self._lock:
+            now = time.monotonic()
+            while self._recent and self._recent[0][0] <= now - 60:
+                self._recent.popleft()
+            wait = self._wait_s(now, tokens)
+            if wait > 0:
+                self.rate_limited += 1
+                return self._refusal(wait)
+            self._recent.append((now, tokens))
+            self.answered += 1
+        return self.reply
+
+    def _wait_s(self, now: float, tokens: int) -> float:
+        waits = [0.0]
+        if self.requests_per_s is not None:
+            last_second = [at for at, _ in self._recent if at > now - 1]
+            if len(last_second) >= self.requests_per_s:
+                waits.append(last_second[-int(self.requests_per_s)] + 1 - now)
+        if self.tokens_per_min is not None:
+            used = sum(count for _, count in self._recent)
+            for at, count in self._recent:  # until enough of the minute's tokens have expired
+                if used + tokens <= self.tokens_per_min:
+                    break
+                used -= count
+                waits.append(at + 60 - now)
+        return max(waits)
+
+    def _refusal(self, wait: float) -> Error:
+        limit = "requests per second (RPS)" if self.requests_per_s is not None else "tokens per min (TPM)"
+        return Error(
+            429,
+            f"Rate limit reached for fake-judge in organization org-fake on {limit}. "
+            f"Please try again in {wait:.3f}s.",
+            "rate_limit_exceeded",
+            "requests" if self.requests_per_s is not None else "tokens",
+            {"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+
+
 # --- The server -------------------------------------------------------------------------------
 
 
@@ -375,8 +435,12 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8999)
     parser.add_argument("--reply", default=DEFAULT_REPLY_TEXT, help="content of every reply")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    parser.add_argument("--rps", type=float, help="account-wide quota: requests per second (429 beyond)")
+    parser.add_argument("--tpm", type=int, help="account-wide quota: prompt tokens per minute (429 beyond)")
     args = parser.parse_args()
-    server = FakeLLMServer(args.host, args.port, default=Reply(args.reply, delay=args.delay))
+    reply = Reply(args.reply, delay=args.delay)
+    default = AccountQuota(reply, requests_per_s=args.rps, tokens_per_min=args.tpm) if args.rps or args.tpm else reply
+    server = FakeLLMServer(args.host, args.port, default=default)
     server.start()
     print(f"fake LLM listening on {server.url}/v1 (model: openai/<anything>)", flush=True)
     try:

@@ -1,0 +1,90 @@
+"""When a judge call may start: pacing per model, shared by every worker process and host.
+
+Two rules, kept in the ``judge_pacing`` table (one row per model; docs/llm.md, "Pacing"):
+
+- When the provider tells one call to wait (a 429 with ``Retry-After``), every call to that
+  model waits as long (``hold``): the fleet stops together instead of each call finding
+  the limit by its own 429.
+- With known limits, SCORING_LLM_RPM (requests a minute) and SCORING_LLM_TPM (prompt tokens a
+  minute, estimated from the request's characters), each call takes the next turn of both
+  buckets (``take_turn``): calls start evenly spaced at the limit, across every process.
+
+A turn is taken in a transaction that holds the row (PostgreSQL: SELECT ... FOR UPDATE;
+SQLite: its IMMEDIATE transactions take turns), so two calls never take the same turn.
+The database, not Redis, so that it holds on the default install too; one short
+transaction per judge call is nothing beside the call. Without known limits a call
+reads the row at most every NOT_BEFORE_READ_S per process.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import BigIntegerField, Case, F, Value, When
+
+from scoring.models import JudgePacing
+
+US_PER_MINUTE = 60_000_000
+# Without known limits, how often a process reads a model's hold that other processes set.
+NOT_BEFORE_READ_S = 0.2
+# model -> (time.monotonic() when read, not_before_us); a dict's get and set are atomic.
+_not_before_seen: dict[str, tuple[float, int]] = {}
+
+
+def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float:
+    """Take this call's turn to ``model``; return the seconds to wait before sending it.
+
+    A turn further away than ``longest_wait_s`` is not taken: the wait is returned all the
+    same, and the caller must not send the call (the scoring waits in the queue instead).
+    """
+    now = _now_us()
+    rpm, tpm = settings.SCORING_LLM_RPM, settings.SCORING_LLM_TPM
+    if not rpm and not tpm:
+        return max(0, _not_before_us(model) - now) / 1_000_000
+    with transaction.atomic():
+        row = JudgePacing.objects.select_for_update().filter(model=model).first()
+        if row is None:
+            JudgePacing.objects.bulk_create([JudgePacing(model=model)], ignore_conflicts=True)
+            row = JudgePacing.objects.select_for_update().get(model=model)
+        start = max(now, row.not_before_us, row.next_request_us if rpm else 0, row.next_token_us if tpm else 0)
+        wait_s = (start - now) / 1_000_000
+        if wait_s > longest_wait_s:
+            return wait_s
+        if rpm:
+            row.next_request_us = start + US_PER_MINUTE // rpm
+        if tpm:
+            row.next_token_us = start + US_PER_MINUTE * prompt_tokens // tpm
+        row.save(update_fields=["next_request_us", "next_token_us"])
+    return wait_s
+
+
+def _not_before_us(model: str) -> int:
+    """The model's hold. That there is none is read at most every NOT_BEFORE_READ_S in this
+    process, so that without known limits most judge calls cost no query; a hold is read
+    each time (it is waited out anyway), and one set in this process is read at once (``hold``)."""
+    read_at, not_before = _not_before_seen.get(model, (-NOT_BEFORE_READ_S, 0))
+    if not_before > _now_us() or time.monotonic() - read_at >= NOT_BEFORE_READ_S:
+        stored = JudgePacing.objects.filter(model=model).values_list("not_before_us", flat=True).first()
+        not_before = stored or 0
+        _not_before_seen[model] = (time.monotonic(), not_before)
+    return not_before
+
+
+def hold(model: str, wait_s: float) -> None:
+    """The provider told a call to ``model`` to wait ``wait_s``: every call to it waits as long."""
+    until = _now_us() + int(wait_s * 1_000_000)
+    _not_before_seen.pop(model, None)
+    JudgePacing.objects.bulk_create([JudgePacing(model=model)], ignore_conflicts=True)
+    JudgePacing.objects.filter(model=model).update(
+        not_before_us=Case(
+            When(not_before_us__lt=until, then=Value(until)),
+            default=F("not_before_us"),
+            output_field=BigIntegerField(),
+        )
+    )
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
