@@ -154,6 +154,8 @@ MAX_WARNINGS = 20
 def _normalise(text: str) -> str:
     """Text as a reader sees it: compatibility forms folded (fullwidth letters,
     ligatures), invisible characters dropped, look-alike letters made Latin."""
+    if text.isascii():  # none of these changes ASCII: most texts, spared the copies
+        return text
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_LOOKALIKES)
 
 
@@ -168,20 +170,20 @@ def _decoded_base64(text: str) -> Iterator[str]:
             yield decoded
 
 
-def _matches(text: str) -> Iterator[tuple[str, str]]:
-    normalised = _normalise(text)
+def _matches(normalised: str) -> Iterator[tuple[str, str]]:
     lowered = normalised.lower()
     for kind, triggers, pattern in _DETECTORS:
-        if any(trigger in lowered for trigger in triggers):
+        if any(map(lowered.__contains__, triggers)):  # map: no Python frame per trigger
             for match in pattern.finditer(normalised):
                 yield kind, match.group(0)
 
 
 def scan_text(text: str) -> list[tuple[str, str]]:
     """Every (kind, snippet) of instruction-like text in ``text``; base64-encoded ones included."""
-    found = list(_matches(text))
-    for decoded in _decoded_base64(_normalise(text)):
-        found += [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(decoded)]
+    normalised = _normalise(text)
+    found = list(_matches(normalised))
+    for decoded in _decoded_base64(normalised):
+        found += [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(_normalise(decoded))]
     return found
 
 
