@@ -476,7 +476,10 @@ def store_reply_structure(scores) -> list:
             tool_model(score=score, name=tool.name, key=tool.key, position=position)
             for position, tool in enumerate(replies.parse_missing_tools(score.missing_tools_analysis))
         ]
-    score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
+    if len(scores) == 1:  # a completion: a plain UPDATE compiles in a fraction of bulk_update's CASE
+        score_model.objects.filter(pk=scores[0].pk).update(dimensions=scores[0].dimensions, warnings=scores[0].warnings)
+    else:
+        score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
     tool_model.objects.filter(score__in=scores).delete()
     return tool_model.objects.bulk_create(tools)
 
