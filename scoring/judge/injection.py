@@ -187,17 +187,30 @@ def scan_text(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _strings(value, path: str) -> Iterator[tuple[str, str]]:
-    """Every (JSON path, string) inside a JSON value, dict keys included."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield f"{path}.{key} (key)", str(key)
-            yield from _strings(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+def _strings(value, root: str) -> Iterator[tuple[tuple, str]]:
+    """Every (where, string) inside a JSON value, dict keys included, in document order.
+    ``where`` is the path as (parent, step) links, spelt out by ``_path`` only for a text
+    with findings: nearly every text has none. A stack, not recursion: no generator per level."""
+    stack = [((root, ""), value)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            yield where, value
+        elif isinstance(value, dict):
+            items = []
+            for key, item in value.items():
+                items += [((where, f".{key} (key)"), str(key)), ((where, f".{key}"), item)]
+            stack += reversed(items)
+        elif isinstance(value, list):
+            stack += reversed([((where, f"[{index}]"), item) for index, item in enumerate(value)])
+
+
+def _path(where: tuple) -> str:
+    steps = []
+    while isinstance(where, tuple):
+        where, step = where
+        steps.append(step)
+    return where + "".join(reversed(steps))
 
 
 def find_injection_attempts(session) -> list[str]:
@@ -211,13 +224,13 @@ def find_injection_attempts(session) -> list[str]:
     scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
     # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
     for name in RENDERED_FIELDS:
-        for path, text in _strings(getattr(session, name, None), name):
+        for where, text in _strings(getattr(session, name, None), name):
             if text in scanned:
                 continue
             scanned.add(text)
             for kind, snippet in scan_text(text):
                 snippet = _clip(snippet)
-                first_seen.setdefault((kind, snippet.lower()), f"{kind} in {path}: {snippet!r}")
+                first_seen.setdefault((kind, snippet.lower()), f"{kind} in {_path(where)}: {snippet!r}")
     warnings = list(first_seen.values())
     if len(warnings) > MAX_WARNINGS:
         warnings = warnings[:MAX_WARNINGS] + [f"... and {len(warnings) - MAX_WARNINGS} more"]
