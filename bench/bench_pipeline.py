@@ -12,10 +12,14 @@ SCORING_MAX_IN_FLIGHT = C:
   scorings per second from the first claim to the last completion, against the ideal
   C / (2L);
 * memory: RSS of all the cluster's processes with C scorings in progress, minus the
-  same when idle (after a warm-up), divided by C.
+  same when idle (after a warm-up), divided by C;
+* CPU per scoring: CPU seconds (user + system) used during the throughput run by the
+  cluster's processes, and apart by PostgreSQL and Redis, divided by the scorings; and
+  how busy the whole machine was meanwhile.
 
 Reference, side by side: the same two-turn conversation held by bare litellm from C
-threads of one process (no Django, no queue, no database), on the same fake judge.
+threads of one process (no Django, no queue, no database), on the same fake judge; its
+CPU per scoring is that process's during its throughput run.
 
     .venv/bin/python bench/bench_pipeline.py
     .venv/bin/python bench/bench_pipeline.py --concurrency 10 --latency-s 1   # quick
@@ -30,14 +34,17 @@ import subprocess
 import time
 import uuid
 
+import psutil
 from common import (
     PYTHON,
     REPO,
     machine_description,
     percentile,
+    postgres_pid,
     service_env,
     setup_django,
     throwaway_postgres,
+    tree_cpu_s,
     work_folder,
 )
 
@@ -140,17 +147,36 @@ def wait_finished(session_ids: list[uuid.UUID], timeout_s: float, on_poll=None) 
 
 
 def cluster_rss_mib(cluster) -> float:
-    import psutil
-
     root = psutil.Process(cluster.process.pid)
     processes = [root, *root.children(recursive=True)]
     return sum(process.memory_info().rss for process in processes) / 2**20
 
 
+class CPUMeter:
+    """CPU seconds used by groups of processes (each with its descendants) and by the whole
+    machine, between ``start`` and ``stop``."""
+
+    def __init__(self, groups: dict[str, list[int]]):
+        self.groups = groups
+
+    def _now(self) -> dict[str, float]:
+        machine = psutil.cpu_times()
+        used = {name: sum(tree_cpu_s(psutil.Process(pid)) for pid in pids) for name, pids in self.groups.items()}
+        return {**used, "machine_busy": sum(machine) - machine.idle - machine.iowait, "machine_all": sum(machine)}
+
+    def start(self) -> None:
+        self.before = self._now()
+
+    def stop(self) -> dict[str, float]:
+        """Seconds used by each group since ``start``, and ``busy``: the machine's busy share."""
+        used = {name: value - self.before[name] for name, value in self._now().items()}
+        return {**{name: used[name] for name in self.groups}, "busy": used["machine_busy"] / used["machine_all"]}
+
+
 # --- The measurements ---------------------------------------------------------------------------
 
 
-def measure_service(concurrency: int, args, env: dict[str, str], work) -> dict:
+def measure_service(concurrency: int, args, env: dict[str, str], work, server_pids: list[int]) -> dict:
     from scoring.models import ScoringStatus
     from tests.support.workers import WorkerCluster
 
@@ -191,10 +217,13 @@ def measure_service(concurrency: int, args, env: dict[str, str], work) -> dict:
             if in_flight >= peak["in_flight"]:
                 peak.update(in_flight=in_flight, rss=cluster_rss_mib(cluster))
 
+        cpu = CPUMeter({"workers": [cluster.process.pid], "servers": server_pids})
+        cpu.start()
         enqueue_start = time.perf_counter()
         request_scorings(batch, args.enqueue_threads)
         enqueue_s = time.perf_counter() - enqueue_start
         wait_finished(batch, 60 + (args.waves + 5) * 2 * args.latency_s, sample)
+        cpu_used = cpu.stop()
         done = list(scores_of(batch).values("status", "started_at_us", "completed_at_us"))
         makespan_s = (max(s["completed_at_us"] for s in done) - min(s["started_at_us"] for s in done)) / 1e6
         failed += sum(s["status"] != ScoringStatus.COMPLETED for s in done)
@@ -214,6 +243,9 @@ def measure_service(concurrency: int, args, env: dict[str, str], work) -> dict:
         "idle_rss": idle_rss,
         "failed": failed,
         "per_worker": per_worker,
+        "cpu_per_scoring": cpu_used["workers"] / len(done),
+        "servers_cpu_per_scoring": cpu_used["servers"] / len(done),
+        "busy": cpu_used["busy"],
     }
 
 
@@ -251,18 +283,23 @@ def measure_reference(concurrency: int, args, llm_env: dict[str, str]) -> dict:
             return None
         return (time.perf_counter() - start - 2 * args.latency_s) * 1000
 
+    cpu = CPUMeter({"this process": [psutil.Process().pid]})
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         list(pool.map(conversation, range(concurrency)))  # warm-up: connections, first-call imports
         overheads = list(pool.map(conversation, range(concurrency)))
+        cpu.start()
         start = time.perf_counter()
         wave = list(pool.map(conversation, range(args.waves * concurrency)))
         makespan_s = time.perf_counter() - start
+        cpu_used = cpu.stop()
     succeeded = [overhead for overhead in overheads if overhead is not None]
     return {
         "overhead_p50": statistics.median(succeeded) if succeeded else float("nan"),
         "overhead_p95": percentile(succeeded, 0.95) if succeeded else float("nan"),
         "throughput": sum(overhead is not None for overhead in wave) / makespan_s,
         "failed": sum(overhead is None for overhead in overheads + wave),
+        "cpu_per_scoring": cpu_used["this process"] / len(wave),
+        "busy": cpu_used["busy"],
     }
 
 
@@ -291,10 +328,16 @@ def main() -> None:
 
     with work_folder() as work, contextlib.ExitStack() as stack:
         db_url = args.database_url or stack.enter_context(throwaway_postgres(work))
+        # CPU of the servers this script starts (one given by URL may be elsewhere).
+        server_pids = [] if args.database_url else [postgres_pid(db_url)]
         if args.redis_url == "none":
             redis_url = None
+        elif args.redis_url:
+            redis_url = args.redis_url
         else:
-            redis_url = args.redis_url or stack.enter_context(Redis(work / "redis")).url
+            redis = stack.enter_context(Redis(work / "redis"))
+            redis_url = redis.url
+            server_pids.append(redis.process.pid)
         setup_django(db_url, redis_url)
         from django.core.management import call_command
 
@@ -309,19 +352,21 @@ def main() -> None:
         print(
             "| C | per worker | side | overhead p50, ms | overhead p95, ms "
             "| of which queue / job, p95 ms | scorings/s | ideal C/(2L) | of ideal | enqueue, s "
-            "| MiB per scoring (peak in flight) | failed |"
+            "| MiB per scoring (peak in flight) | CPU-s per scoring (+ PostgreSQL, Redis) "
+            "| machine busy | failed |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for concurrency in (int(value) for value in args.concurrency.split(",")):
-            service = measure_service(concurrency, args, env, work)
+            service = measure_service(concurrency, args, env, work, server_pids)
             reference = measure_reference(concurrency, args, llm_env)
             for side, r in (("service", service), ("bare litellm", reference)):
                 ideal = concurrency / (2 * args.latency_s)
                 service_only = (
                     f"| {r['enqueue_s']:.2f} | {r['mib_per_scoring']:.2f} ({r['peak_in_flight']}) "
+                    f"| {r['cpu_per_scoring']:.3f} (+ {r['servers_cpu_per_scoring']:.3f}) "
                     if side == "service"
-                    else "| | "
-                ) + f"| {r['failed']} |"
+                    else f"| | | {r['cpu_per_scoring']:.3f} "
+                ) + f"| {r['busy']:.0%} | {r['failed']} |"
                 split = f"{r['queue_p95']:.0f} / {r['job_p95']:.0f}" if side == "service" else ""
                 print(
                     f"| {concurrency} | {service['per_worker']} | {side} | {r['overhead_p50']:.0f} "
@@ -329,7 +374,12 @@ def main() -> None:
                     f"| {r['throughput'] / ideal:.0%} {service_only}",
                     flush=True,
                 )
-            print(f"<!-- C={concurrency}: idle cluster RSS {service['idle_rss']:.0f} MiB -->", flush=True)
+            print(
+                f"<!-- C={concurrency}: idle cluster RSS {service['idle_rss']:.0f} MiB; CPU per scoring, "
+                f"service workers / bare litellm: {service['cpu_per_scoring'] / reference['cpu_per_scoring']:.2f}; "
+                f"throughput, service / bare litellm: {service['throughput'] / reference['throughput']:.0%} -->",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

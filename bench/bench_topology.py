@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 import psutil
-from common import machine_description, percentile, setup_django, work_folder
+from common import machine_description, percentile, setup_django, tree_cpu_s, work_folder
 
 from tests.support.topology import (
     BATCH_ENV,
@@ -56,17 +56,6 @@ def log(message: str) -> None:
 
 # A child of bin/topology is named after what its command line contains.
 ROLES = {"daphne": "web", "scoring_worker": "workers", "fake_llm": "fake judge", "redis-server": "Redis"}
-
-
-def tree_cpu_s(process: psutil.Process) -> float:
-    """CPU seconds of a process and all its descendants, the exited ones included (a
-    parent's children_* times count the children it has reaped)."""
-    try:
-        times = process.cpu_times()
-        children = process.children()
-    except psutil.NoSuchProcess:
-        return 0.0
-    return sum(times[:4]) + sum(tree_cpu_s(child) for child in children)
 
 
 def cpu_by_role(topology_pid: int, postgres_pid: int) -> dict[str, float]:

@@ -218,3 +218,25 @@ def cpu_seconds(pids: list[int]) -> float:
     import psutil
 
     return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+
+
+def tree_cpu_s(process) -> float:
+    """CPU seconds of a ``psutil.Process`` and all its descendants, the exited ones included
+    (a parent's children_* times count the children it has reaped)."""
+    import psutil
+
+    try:
+        times = process.cpu_times()
+        children = process.children()
+    except psutil.NoSuchProcess:
+        return 0.0
+    return sum(times[:4]) + sum(tree_cpu_s(child) for child in children)
+
+
+def postgres_pid(url: str) -> int:
+    """The pid of the postmaster serving ``url`` (a server on this machine)."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        data_directory = conn.execute("SHOW data_directory").fetchone()[0]
+    return int((Path(data_directory) / "postmaster.pid").read_text().split()[0])

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 
 from scoring import batches, services
-from scoring.judge import circuit
+from scoring.judge import circuit, rendering
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
     AlertSession,
@@ -101,6 +101,22 @@ def test_events_report_start_both_phases_and_completion(judge_llm):
         (events.PROGRESS, {"phase": "identifying_missing_tools"}),
         (events.COMPLETED, {"total_score": 63}),
     ]
+
+
+def test_a_session_stored_before_digests_gets_the_digest_of_the_version_scored(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score()  # make_session stores no digest, as rows from before digests
+    run_next_scoring()
+    score.refresh_from_db()
+    session = AlertSession.objects.get(pk=score.session_id)
+    assert session.investigation_digest == score.investigation_digest == rendering.investigation_digest(session)
+
+
+def test_a_session_with_a_digest_keeps_it_when_scored(judge_llm):
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score(investigation_digest="0" * 64)
+    run_next_scoring()
+    assert AlertSession.objects.get(pk=score.session_id).investigation_digest == "0" * 64
 
 
 def test_a_missing_score_line_is_asked_for_once_in_the_same_conversation(judge_llm):

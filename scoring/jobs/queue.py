@@ -30,6 +30,10 @@ def enqueue_wake_up() -> None:
         "scoring.tasks.wake_judge_runtime",
         task_name="wake-judge-runtime",
         group="scoring",
+        # Its result says nothing (the score row records the job), and storing a success
+        # costs the monitor a read of every stored success (save_limit pruning): more CPU
+        # than the judge call itself. A failed wake-up is still stored.
+        save=False,
         broker=_process_broker(),
     )
 

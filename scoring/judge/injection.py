@@ -154,6 +154,8 @@ MAX_WARNINGS = 20
 def _normalise(text: str) -> str:
     """Text as a reader sees it: compatibility forms folded (fullwidth letters,
     ligatures), invisible characters dropped, look-alike letters made Latin."""
+    if text.isascii():  # none of these changes ASCII: most texts, spared the copies
+        return text
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_LOOKALIKES)
 
 
@@ -168,34 +170,47 @@ def _decoded_base64(text: str) -> Iterator[str]:
             yield decoded
 
 
-def _matches(text: str) -> Iterator[tuple[str, str]]:
-    normalised = _normalise(text)
+def _matches(normalised: str) -> Iterator[tuple[str, str]]:
     lowered = normalised.lower()
     for kind, triggers, pattern in _DETECTORS:
-        if any(trigger in lowered for trigger in triggers):
+        if any(map(lowered.__contains__, triggers)):  # map: no Python frame per trigger
             for match in pattern.finditer(normalised):
                 yield kind, match.group(0)
 
 
 def scan_text(text: str) -> list[tuple[str, str]]:
     """Every (kind, snippet) of instruction-like text in ``text``; base64-encoded ones included."""
-    found = list(_matches(text))
-    for decoded in _decoded_base64(_normalise(text)):
-        found += [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(decoded)]
+    normalised = _normalise(text)
+    found = list(_matches(normalised))
+    for decoded in _decoded_base64(normalised):
+        found += [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(_normalise(decoded))]
     return found
 
 
-def _strings(value, path: str) -> Iterator[tuple[str, str]]:
-    """Every (JSON path, string) inside a JSON value, dict keys included."""
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield f"{path}.{key} (key)", str(key)
-            yield from _strings(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+def _strings(value, root: str) -> Iterator[tuple[tuple, str]]:
+    """Every (where, string) inside a JSON value, dict keys included, in document order.
+    ``where`` is the path as (parent, step) links, spelt out by ``_path`` only for a text
+    with findings: nearly every text has none. A stack, not recursion: no generator per level."""
+    stack = [((root, ""), value)]
+    while stack:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            yield where, value
+        elif isinstance(value, dict):
+            items = []
+            for key, item in value.items():
+                items += [((where, f".{key} (key)"), str(key)), ((where, f".{key}"), item)]
+            stack += reversed(items)
+        elif isinstance(value, list):
+            stack += reversed([((where, f"[{index}]"), item) for index, item in enumerate(value)])
+
+
+def _path(where: tuple) -> str:
+    steps = []
+    while isinstance(where, tuple):
+        where, step = where
+        steps.append(step)
+    return where + "".join(reversed(steps))
 
 
 def find_injection_attempts(session) -> list[str]:
@@ -209,13 +224,13 @@ def find_injection_attempts(session) -> list[str]:
     scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
     # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
     for name in RENDERED_FIELDS:
-        for path, text in _strings(getattr(session, name, None), name):
+        for where, text in _strings(getattr(session, name, None), name):
             if text in scanned:
                 continue
             scanned.add(text)
             for kind, snippet in scan_text(text):
                 snippet = _clip(snippet)
-                first_seen.setdefault((kind, snippet.lower()), f"{kind} in {path}: {snippet!r}")
+                first_seen.setdefault((kind, snippet.lower()), f"{kind} in {_path(where)}: {snippet!r}")
     warnings = list(first_seen.values())
     if len(warnings) > MAX_WARNINGS:
         warnings = warnings[:MAX_WARNINGS] + [f"... and {len(warnings) - MAX_WARNINGS} more"]
