@@ -20,7 +20,14 @@ from django.utils.html import format_html, format_html_join
 
 from scoring import batches, selectors, services
 from scoring.judge import rendering
-from scoring.models import AlertSession, ReviewVerdict, ScoreReview, ScoringStatus, SessionScore
+from scoring.models import (
+    AlertSession,
+    InsightReport,
+    ReviewVerdict,
+    ScoreReview,
+    ScoringStatus,
+    SessionScore,
+)
 from scoring.templatetags.scoring_ui import (
     badge_html,
     coverage_note,
@@ -492,3 +499,46 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
     @admin.display(description="Missing tools")
     def missing_tools_html(self, score):
         return render_to_string("scoring/_markdown.html", {"text": score.missing_tools_analysis})
+
+
+@admin.register(InsightReport)
+class InsightReportAdmin(admin.ModelAdmin):
+    """The MCP prioritization reports, read only: they are written by a worker
+    (``scoring.insights.reports``), requested on the insights page or the API."""
+
+    list_display = ["report_id", "status", "requested_by", "requested", "judge_model", "inputs", "rounds"]
+    list_filter = ["status", "judge_model"]
+    fields = [
+        "report_id", "status", "requested_by", "requested", "completed", "filters", "inputs", "judge_model",
+        "input_tokens", "output_tokens", "cost_usd", "rounds", "error_message", "report_html",
+    ]  # fmt: skip
+    readonly_fields = fields
+
+    @property
+    def media(self):
+        return super().media + ADMIN_MEDIA
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="Requested", ordering="requested_at_us")
+    def requested(self, report):
+        return us_datetime(report.requested_at_us)
+
+    @admin.display(description="Completed")
+    def completed(self, report):
+        return us_datetime(report.completed_at_us)
+
+    @admin.display(description="Scores read")
+    def inputs(self, report):
+        return len(report.score_ids)
+
+    @admin.display(description="Report")
+    def report_html(self, report):
+        return render_to_string("scoring/_markdown.html", {"text": report.report})

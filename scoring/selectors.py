@@ -403,7 +403,7 @@ def score_history(session_id) -> QuerySet[SessionScore]:
     """Every scoring of a session, newest first, with its reviews and reviewers and its missing tools."""
     return (
         with_session_digest(SessionScore.objects.filter(session_id=session_id))
-        .order_by("-scored_at_us")
+        .order_by("-scored_at_us", "-score_id")  # a stable order, for the API's pages
         .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")), "missing_tools")
     )
 

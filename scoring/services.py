@@ -50,8 +50,10 @@ _ALLOWED_TRANSITIONS = {
 }
 _EVENT_FOR_STATUS = {Status.PENDING: events.PROGRESS, Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
-# Any constant bigint; names the advisory lock that capacity-checked claims queue on.
+# Any constant bigints; each names the advisory lock that one kind of write queues on.
 CAPACITY_CLAIM_LOCK_KEY = 0x7A55C0
+SYNC_SCORING_LOCK_KEY = 0x7A55C1
+REPORT_REQUEST_LOCK_KEY = 0x7A55C2
 WORKER_SHUT_DOWN = "worker shut down"
 
 
@@ -337,7 +339,7 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
     as far as fewer than SCORING_MAX_IN_FLIGHT scorings stay in progress
     across all workers; returns those claimed (none when nothing is pending).
 
-    Claims take turns (see ``_serialize_capacity_claims``) and each counts the
+    Claims take turns (see ``take_turn``) and each counts the
     scorings in progress inside its turn, so the limit is exact and no score is
     claimed twice: a judge task delivered twice costs nothing. Claiming several
     at once costs one turn and one commit, which matters when a batch starts.
@@ -348,7 +350,7 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
 
     def write() -> list[SessionScore]:
         with transaction.atomic():
-            _serialize_capacity_claims()
+            take_turn(CAPACITY_CLAIM_LOCK_KEY)
             room = min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
             if room <= 0:
                 return []
@@ -405,7 +407,11 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except Exception as exc:
             logger.exception("judge job for score %s failed unexpectedly", score.score_id)
             return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
-        return _complete(score.score_id, result, warnings)
+        try:
+            return _complete(score.score_id, result, warnings)
+        except Exception as exc:  # not left in progress until the orphan sweep blames a dead worker
+            logger.exception("the judge's result for score %s could not be stored", score.score_id)
+            return fail_scoring(score.score_id, f"could not store the judge's result: {type(exc).__name__}: {exc}")
 
 
 def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> SessionScore | None:
@@ -438,17 +444,18 @@ def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> Session
     return waiting
 
 
-def _serialize_capacity_claims() -> None:
-    """Make capacity-checked claims take turns, across every process and host.
+def take_turn(lock_key: int) -> None:
+    """Make the writes of the current transaction that read-then-write under ``lock_key``
+    take turns, across every process and host.
 
-    Under PostgreSQL's READ COMMITTED, claims running at the same instant would
-    each count the scorings in progress before any of them commits, and all
-    pass. A transaction-scoped advisory lock queues them; it is released at
-    commit. SQLite needs nothing: IMMEDIATE transactions already take turns.
+    Under PostgreSQL's READ COMMITTED, transactions running at the same instant would
+    each read the state before any of them commits, and all act on it. A
+    transaction-scoped advisory lock queues them; it is released at commit. SQLite
+    needs nothing: IMMEDIATE transactions already take turns.
     """
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CAPACITY_CLAIM_LOCK_KEY])
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key])
 
 
 def _record_progress(score: SessionScore, phase: str) -> None:

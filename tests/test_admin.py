@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from scoring import services
-from scoring.models import AlertSession, ScoreReview, SessionScore
+from scoring.models import AlertSession, InsightReport, ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 
 pytestmark = pytest.mark.django_db
@@ -398,3 +398,25 @@ def test_reviewing_needs_the_add_review_permission(client, score):
 
 def test_review_url_takes_only_post(admin_client, score):
     assert admin_client.get(review_url(score)).status_code == 405
+
+
+def test_mcp_reports_are_listed_and_shown_read_only(admin_client):
+    report = InsightReport.objects.create(
+        status="completed",
+        filters={"alert_type": "kubernetes"},
+        score_ids=[str(uuid.uuid4()), str(uuid.uuid4())],
+        requested_by="alice",
+        requested_at_us=T0_US,
+        completed_at_us=T0_US + 60_000_000,
+        report="## Build first\n\n1. **pods_log** <script>alert(1)</script>",
+        judge_model="openai/gpt-4o",
+        rounds=1,
+    )
+    listed = admin_client.get(reverse("admin:scoring_insightreport_changelist")).content.decode()
+    assert str(report.report_id) in listed and "alice" in listed and "2026-01-01 00:00:00 UTC" in listed
+
+    page = admin_client.get(reverse("admin:scoring_insightreport_change", args=[report.report_id])).content.decode()
+    assert "<h2>Build first</h2>" in page and "<strong>pods_log</strong>" in page
+    assert "<script>alert(1)</script>" not in page
+    assert 'name="_save"' not in page and "Delete" not in page
+    assert admin_client.get(reverse("admin:scoring_insightreport_add")).status_code == 403

@@ -210,6 +210,19 @@ def test_unexpected_error_fails_the_score_with_the_error(judge_llm):
     assert judge_llm.requests == []
 
 
+def test_a_result_that_cannot_be_stored_fails_the_score_saying_so(judge_llm, monkeypatch):
+    def unreadable(text):
+        raise RuntimeError("parser broke")
+
+    monkeypatch.setattr(services.replies, "parse_dimensions", unreadable)
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    score = pending_score()
+    run_next_scoring()
+    score.refresh_from_db()
+    assert score.status == "failed" and score.total_score is None
+    assert score.error_message == "could not store the judge's result: RuntimeError: parser broke"
+
+
 def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     judge_llm.push(Reply(TURN1, prompt_tokens=1000, completion_tokens=100), Reply(TURN2, prompt_tokens=1200, completion_tokens=50))

@@ -605,3 +605,11 @@ def test_the_session_page_shows_why_its_scoring_waits(admin_client):
     page = admin_client.get(f"/sessions/{session.session_id}/").content.decode()
 
     assert "Waiting for the judge's quota: judge LLM rate-limited (429): try later" in page
+
+
+@pytest.mark.django_db
+def test_insights_chain_filter_lists_no_blank_chain(admin_client, fleet):
+    make_score(make_session(chain_id=""))
+    page = admin_client.get(INSIGHTS_URL).content.decode()
+    assert page.count('<option value="">') == 3  # "Any" of alert type, chain and criteria only
+    assert '<option value="" selected>' not in page

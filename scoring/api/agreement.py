@@ -10,6 +10,7 @@ from scoring.api.errors import DetailErrorSerializer
 from scoring.api.insights import FILTER_PARAMETERS
 from scoring.insights.agreement import agreement
 from scoring.insights.filters import InvalidFilter, parse_filters
+from scoring.models import ReviewVerdict
 
 
 class AgreementGroupSerializer(serializers.Serializer):
@@ -39,7 +40,7 @@ class LargestDifferenceSerializer(serializers.Serializer):
     difference = serializers.IntegerField(
         help_text="reviewer_score − total_score: above 0, the judge was harsher."
     )
-    verdict = serializers.ChoiceField(choices=["agree", "disagree"])
+    verdict = serializers.ChoiceField(choices=ReviewVerdict.choices)
     reviewer = serializers.CharField()
     note = serializers.CharField()
 

@@ -330,6 +330,7 @@ class SessionScoreHistoryView(generics.ListAPIView):
             "(a re-score adds a scoring, it never replaces one), 50 a page. An existing session never "
             "scored has an empty list."
         ),
+        examples=[COMPLETED_SCORE_EXAMPLE],
         responses={
             200: ScoreSerializer(many=True),
             **_ERRORS,

@@ -93,7 +93,11 @@ def _parse_time(name: str, value: str | None) -> int | None:
         raise InvalidFilter(f"{name}: not an ISO 8601 date or date-time: {value!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    return int(moment.timestamp() * 1_000_000)
+    try:
+        # In UTC, so that as_params can write it back (an offset can push it past year 9999).
+        return int(moment.astimezone(dt.UTC).timestamp() * 1_000_000)
+    except (OverflowError, ValueError):
+        raise InvalidFilter(f"{name}: out of range: {value!r}") from None
 
 
 def _iso(time_us: int) -> str:

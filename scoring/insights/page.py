@@ -29,7 +29,7 @@ def any_completed_score() -> bool:
 def filter_choices() -> dict:
     """The values the filter form lists: alert types, chains, and the criteria hashes
     scores were made under."""
-    chains = AlertSession.objects.order_by("chain_id").values_list("chain_id", flat=True).distinct()
+    chains = AlertSession.objects.exclude(chain_id="").order_by("chain_id").values_list("chain_id", flat=True).distinct()
     return {
         "alert_types": selectors.alert_types(),
         "chains": list(chains),

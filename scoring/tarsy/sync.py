@@ -46,8 +46,6 @@ PAGE_SIZE = 100  # tarsy-bot's largest page_size
 FINISHED_STATUSES = SessionStatus.terminal_values()
 # score_triggered_by of the scorings a sync requests; the daily cap counts them.
 SCORING_TRIGGER_PREFIX = "tarsy-sync"
-# Any constant bigint; names the advisory lock that sync scoring requests queue on.
-SYNC_SCORING_LOCK_KEY = 0x7A55C1
 
 
 class SyncError(Exception):
@@ -453,9 +451,7 @@ def request_scorings(session_ids: list[str], *, triggered_by: str) -> dict[str, 
     cap = settings.SCORING_AUTO_SCORE_MAX_PER_DAY
     today = datetime.datetime.now(datetime.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SYNC_SCORING_LOCK_KEY])
+        services.take_turn(services.SYNC_SCORING_LOCK_KEY)
         used = SessionScore.objects.filter(
             score_triggered_by__startswith=SCORING_TRIGGER_PREFIX,
             scored_at_us__gte=int(today.timestamp() * 1e6),

@@ -154,6 +154,10 @@
       say("Could not reach the server: " + error.message + ". Reload the page later to see the report.");
       return;
     }
+    if (!reply.response.ok) {  // signed out, or the report is gone: polling would not change that
+      say("Could not read the report: " + (reply.answer.detail || "error " + reply.response.status));
+      return;
+    }
     const status = reply.answer.status;
     if (status === "completed") {
       say("Report written: showing it…");

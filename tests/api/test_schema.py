@@ -1,6 +1,7 @@
 """The OpenAPI schema documents the scoring endpoints; the docs pages work offline."""
 
 import pytest
+from django.core.management import call_command
 from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +115,24 @@ def test_the_session_list_documents_each_sessions_heading_and_newest_score(schem
     request = schema["paths"]["/api/v1/sessions/"]["post"]["requestBody"]["content"]["application/json"]
     assert "alert_title" not in resolve(schema, request["schema"])["properties"]
 
+
+
+def test_the_schema_generates_without_a_warning():
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
+
+
+INSIGHT_OPERATIONS = [
+    ("/api/v1/scoring/sessions/{session_id}/scores", "get", "200"),
+    ("/api/v1/scoring/stats/", "get", "200"),
+    ("/api/v1/scoring/missing-tools/", "get", "200"),
+    ("/api/v1/scoring/agreement/", "get", "200"),
+    ("/api/v1/scoring/scores/{score_id}/reviews", "post", "201"),
+    ("/api/v1/scoring/reports/", "post", "202"),
+    ("/api/v1/scoring/reports/{report_id}", "get", "200"),
+]
+
+
+@pytest.mark.parametrize(("path", "method", "code"), INSIGHT_OPERATIONS)
+def test_every_insight_endpoint_has_an_example_answer(schema, path, method, code):
+    content = schema["paths"][path][method]["responses"][code]["content"]
+    assert any(media.get("examples") for media in content.values())

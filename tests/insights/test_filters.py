@@ -30,6 +30,8 @@ def test_parse_treats_empty_values_as_no_filter():
         ({"since": "yesterday"}, "since: not an ISO 8601"),
         ({"until": "2026-13-01"}, "until: not an ISO 8601"),
         ({"since": "2026-01-02", "until": "2026-01-01"}, "until: must be later than since"),
+        ({"since": "9999-12-31T23:59:59-01:00"}, "since: out of range"),
+        ({"until": "0001-01-01T00:00:00+01:00"}, "until: out of range"),
     ],
 )
 def test_parse_names_the_bad_parameter(params, message):
