@@ -73,13 +73,14 @@ CASES = [
     ("missing tools, all", "/api/v1/scoring/missing-tools/", {}),
     ("missing tools, limit=20", "/api/v1/scoring/missing-tools/", {"limit": "20"}),
     ("missing tools, 4 weeks of one alert type", "/api/v1/scoring/missing-tools/", RECENT),
+    ("insights page", "/insights/", {}),
 ]
 
 
 def make_fleet(count: int, seed: int = 16) -> dict:
     """``count`` sessions and their scores and missing tools, bulk-inserted; returns counts."""
     from scoring.judge.prompts import PROMPT_HASH
-    from scoring.judge.replies import tool_key
+    from scoring.judge.replies import DIMENSIONS, tool_key
     from scoring.models import AlertSession, MissingTool, ScoringStatus, SessionScore
 
     rng = random.Random(seed)
@@ -113,7 +114,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
             if rng.random() < 0.9:
                 row.dimensions = {
                     name: max(0, min(25, round(row.total_score / 4 + rng.gauss(0, 3))))
-                    for name in ("logical_flow", "consistency", "tool_relevance", "synthesis_quality")
+                    for name in DIMENSIONS
                 }
             # Each tool once per score, as the parser keeps it (one key once).
             names = list(dict.fromkeys(rng.choices(TOOL_NAMES, tool_weights, k=rng.randint(0, 4))))
@@ -122,6 +123,19 @@ def make_fleet(count: int, seed: int = 16) -> dict:
                 tools.append(MissingTool(score=row, name=written, key=tool_key(written), position=position))
         scores.append(row)
         return row
+
+    def completed_copy(completed: SessionScore | None) -> dict:
+        """The session's latest_completed_* columns, as selectors.latest_completed_columns reads them."""
+        if completed is None:
+            return {}
+        dimensions = completed.dimensions or {}
+        return {
+            "latest_completed_score_id": completed.score_id,
+            "latest_completed_total_score": completed.total_score,
+            "latest_completed_prompt_hash": completed.prompt_hash,
+            "latest_completed_judge_model": completed.judge_model,
+            **{f"latest_completed_{name}": dimensions.get(name) for name in DIMENSIONS},
+        }
 
     for index in range(count):
         session_id = uuid.uuid4()
@@ -156,7 +170,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
                 latest_status=newest.status,
                 latest_total_score=newest.total_score,
                 latest_prompt_hash=newest.prompt_hash,
-                latest_completed_score_id=newest_completed.score_id if newest_completed else None,
+                **completed_copy(newest_completed),
             )
         )
     AlertSession.objects.bulk_create(sessions, batch_size=2000)
@@ -168,10 +182,10 @@ def make_fleet(count: int, seed: int = 16) -> dict:
 def check_copies_match_the_services() -> None:
     """The generated sessions' latest_* columns are what services.copy_latest_scores writes
     (checked on a sample, so that the benchmark measures the shape the service keeps)."""
-    from scoring import services
+    from scoring import selectors, services
     from scoring.models import AlertSession
 
-    fields = ("latest_score_id", "latest_status", "latest_completed_score_id")
+    fields = ("latest_score_id", "latest_status", *selectors.latest_completed_columns())
     sample = list(AlertSession.objects.order_by("?").values_list("session_id", *fields)[:500])
     services.copy_latest_scores([row[0] for row in sample])
     after = dict((row[0], row[1:]) for row in AlertSession.objects.filter(
