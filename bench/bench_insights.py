@@ -29,6 +29,7 @@ import random
 import statistics
 import time
 import uuid
+from decimal import Decimal
 
 from common import machine_description, percentile, setup_django, throwaway_postgres, work_folder
 
@@ -139,6 +140,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
 
     for index in range(count):
         session_id = uuid.uuid4()
+        first_score = len(scores)
         alert_type = ALERT_TYPES[index % len(ALERT_TYPES)]
         chain = CHAINS[index % len(CHAINS)]
         started_at_us = START_US + index * (WEEKS * WEEK_US // count)
@@ -154,6 +156,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
             newest = newest_completed = score(session_id, alert_type, at_us, ScoringStatus.COMPLETED, PROMPT_HASH)
             if rng.random() < 0.08:
                 newest = score(session_id, alert_type, at_us + 60_000_000, ScoringStatus.FAILED, PROMPT_HASH)
+        attempts = scores[first_score:]
         sessions.append(
             AlertSession(
                 session_id=session_id,
@@ -171,6 +174,10 @@ def make_fleet(count: int, seed: int = 16) -> dict:
                 latest_total_score=newest.total_score,
                 latest_prompt_hash=newest.prompt_hash,
                 **completed_copy(newest_completed),
+                scorings_failed=sum(row.status == ScoringStatus.FAILED for row in attempts),
+                scorings_input_tokens=sum(row.input_tokens for row in attempts),
+                scorings_output_tokens=sum(row.output_tokens for row in attempts),
+                scorings_cost_usd=sum(Decimal(str(row.cost_usd)) for row in attempts),
             )
         )
     AlertSession.objects.bulk_create(sessions, batch_size=2000)
@@ -185,7 +192,7 @@ def check_copies_match_the_services() -> None:
     from scoring import selectors, services
     from scoring.models import AlertSession
 
-    fields = ("latest_score_id", "latest_status", *selectors.latest_completed_columns())
+    fields = ("latest_score_id", "latest_status", *selectors.latest_completed_columns(), *selectors.scorings_columns())
     sample = list(AlertSession.objects.order_by("?").values_list("session_id", *fields)[:500])
     services.copy_latest_scores([row[0] for row in sample])
     after = dict((row[0], row[1:]) for row in AlertSession.objects.filter(

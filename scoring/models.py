@@ -87,6 +87,12 @@ class AlertSession(models.Model):
     latest_completed_consistency = models.IntegerField(null=True, blank=True, editable=False)
     latest_completed_tool_relevance = models.IntegerField(null=True, blank=True, editable=False)
     latest_completed_synthesis_quality = models.IntegerField(null=True, blank=True, editable=False)
+    # Over every scoring of the session (failed ones and those a re-score replaced too),
+    # copied the same way: the failed scorings, tokens and cost the statistics count.
+    scorings_failed = models.IntegerField(null=True, blank=True, editable=False)
+    scorings_input_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
+    scorings_output_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
+    scorings_cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True, editable=False)
 
     HEAVY_FIELDS = ("stages", "session_level_interactions")
 

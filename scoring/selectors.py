@@ -129,6 +129,7 @@ def latest_score_columns() -> dict:
         "latest_total_score": Subquery(newest.values("total_score")[:1]),
         "latest_prompt_hash": Subquery(newest.values("prompt_hash")[:1]),
         **latest_completed_columns(),
+        **scorings_columns(),
     }
 
 
@@ -148,6 +149,19 @@ def latest_completed_columns() -> dict:
         points = Cast(NullIf(KT(f"dimensions__{name}"), Value("null")), IntegerField())
         columns[f"latest_completed_{name}"] = Subquery(newest.annotate(points=points).values("points")[:1])
     return columns
+
+
+def scorings_columns() -> dict:
+    """The part of that copy summed over every scoring of the session
+    (``AlertSession.scorings_*``); null for a session never scored."""
+    per_session = SessionScore.objects.filter(session=OuterRef("pk")).order_by().values("session")
+    sums = {
+        "scorings_failed": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
+        "scorings_input_tokens": Sum("input_tokens"),
+        "scorings_output_tokens": Sum("output_tokens"),
+        "scorings_cost_usd": Sum("cost_usd"),
+    }
+    return {column: Subquery(per_session.annotate(total=total).values("total")) for column, total in sums.items()}
 
 
 def is_orphaned(status: str, *, started_at_us: int, requested_at_us: int, now_us: int) -> bool:

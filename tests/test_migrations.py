@@ -5,6 +5,7 @@ enforced by the database itself, not by Django's validation.
 """
 
 import uuid
+from decimal import Decimal
 
 import pytest
 from django.apps import apps
@@ -224,10 +225,13 @@ def test_migrating_copies_each_sessions_newest_completed_figures_onto_it():
             status="completed",
             total_score=61,
             judge_model="openai/gpt-5",
+            input_tokens=1000,
             dimensions={"logical_flow": 15, "consistency": None, "tool_relevance": 14},
         )
-        scores.objects.create(**common, prompt_hash="b" * 64, scored_at_us=2, status="failed")
-        sessions.objects.filter(pk=session.pk).update(latest_completed_score_id=completed.pk)
+        failed = scores.objects.create(
+            **common, prompt_hash="b" * 64, scored_at_us=2, status="failed", input_tokens=900, cost_usd="0.5"
+        )
+        sessions.objects.filter(pk=session.pk).update(latest_score_id=failed.pk, latest_completed_score_id=completed.pk)
 
         executor = MigrationExecutor(connection)
         executor.migrate(after)
@@ -237,5 +241,12 @@ def test_migrating_copies_each_sessions_newest_completed_figures_onto_it():
         assert migrated.objects.values_list(*(f"latest_completed_{name}" for name in figures)).get(
             pk=session.pk
         ) == (61, "a" * 64, "openai/gpt-5", 15, None, 14, None)
+        sums = ("failed", "input_tokens", "output_tokens")
+        assert migrated.objects.values_list(*(f"scorings_{name}" for name in sums)).get(pk=session.pk) == (
+            1,
+            1900,
+            None,
+        )
+        assert migrated.objects.get(pk=session.pk).scorings_cost_usd == Decimal("0.5")
     finally:
         call_command("migrate", "scoring", verbosity=0)

@@ -33,6 +33,8 @@ from tests.support.factories import (
     newest_completed_figures,
     newest_score,
     run_next_scoring,
+    scorings_copy_on_session,
+    scorings_sums,
 )
 from tests.support.fake_llm import Error, Reply
 from tests.support.status_table import (
@@ -477,25 +479,38 @@ def test_a_completion_copies_the_completed_figures(judge_llm):
     assert copy["latest_completed_score_id"] == score.score_id
     assert (copy["latest_completed_total_score"], copy["latest_completed_logical_flow"]) == (81, 20)
     assert copy["latest_completed_consistency"] is None
+    assert scorings_copy_on_session(session) == scorings_sums(session)
+    assert scorings_copy_on_session(session)["scorings_input_tokens"] > 0
 
 
 def test_the_completed_copy_outlives_a_failed_rescore_and_follows_a_completed_one():
     session = make_session()
     first = make_score(
-        session, total_score=70, judge_model="m1", scored_at_us=T0_US, dimensions={"logical_flow": 18}
+        session,
+        total_score=70,
+        judge_model="m1",
+        scored_at_us=T0_US,
+        dimensions={"logical_flow": 18},
+        input_tokens=1000,
+        cost_usd=Decimal("0.25"),
     )
     failed = request(session, force_rescore=True)
     services.fail_scoring(failed.score_id, "judge LLM timed out")
 
     assert completed_copy_on_session(session)["latest_completed_score_id"] == first.score_id
     assert completed_copy_on_session(session) == newest_completed_figures(session)
+    assert scorings_copy_on_session(session) == scorings_sums(session)
+    assert scorings_copy_on_session(session)["scorings_failed"] == 1
 
-    second = make_score(session, total_score=90, prompt_hash="0" * 64, dimensions={"consistency": 22})
+    second = make_score(
+        session, total_score=90, prompt_hash="0" * 64, dimensions={"consistency": 22}, input_tokens=500
+    )
 
     copy = completed_copy_on_session(session)
     assert copy == newest_completed_figures(session)
     assert copy["latest_completed_score_id"] == second.score_id
     assert (copy["latest_completed_logical_flow"], copy["latest_completed_consistency"]) == (None, 22)
+    assert scorings_copy_on_session(session) == scorings_sums(session)
 
 
 def test_reading_stored_replies_copies_their_dimensions():

@@ -77,6 +77,14 @@ def scored_sessions(filters: InsightFilters) -> QuerySet[AlertSession]:
     )
 
 
+def sessions_with_scorings(filters: InsightFilters) -> QuerySet[AlertSession]:
+    """The selected sessions that have any scoring, with the sums over all of them in
+    their ``scorings_*`` copy. Not for a ``prompt_hash`` filter: each scoring has its own."""
+    if filters.prompt_hash is not None:
+        raise ValueError("sessions_with_scorings: a criteria hash selects scorings, not sessions")
+    return AlertSession.objects.filter(latest_score_id__isnull=False, **_session_lookups(filters, session=""))
+
+
 def scorings(filters: InsightFilters) -> QuerySet[SessionScore]:
     """Every scoring of the selected sessions, whatever its status: for counts of
     failed scorings and of cost, where each attempt counts."""

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Sum, Value
 
 from scoring import selectors
-from scoring.insights.filters import InsightFilters, scored_sessions, scorings
+from scoring.insights.filters import InsightFilters, scored_sessions, scorings, sessions_with_scorings
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus, SessionScore
 
@@ -56,6 +56,9 @@ GROUPINGS = {
     "week": (_start_week(""), _start_week("session__"), _week_key),
     "day": (_start_day(""), _start_day("session__"), _day_key),
 }
+# Groupings by a figure of each scoring: their per-attempt totals are summed over the
+# scorings themselves, not over the sessions' sums.
+PER_SCORING = {"judge_model", "prompt_hash"}
 
 
 class InvalidGrouping(ValueError):
@@ -73,11 +76,11 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     """
     if group_by not in GROUPINGS:
         raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
-    session_value, scoring_value, key_of = GROUPINGS[group_by]
+    session_value, _, key_of = GROUPINGS[group_by]
     rows: dict = {}
     for group, histogram, dimension_totals in _score_histograms(filters, session_value):
         rows[group] = _score_figures(histogram, dimension_totals)
-    for attempts in _attempt_totals(filters, scoring_value):
+    for attempts in _attempt_totals(filters, group_by):
         row = rows.setdefault(attempts.pop("group"), _score_figures({}, {}))
         row.update(attempts)
     return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
@@ -115,20 +118,27 @@ def _score_histograms(filters: InsightFilters, value):
     ]
 
 
-def _attempt_totals(filters: InsightFilters, value) -> list[dict]:
+def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
     """Per group: failed scorings, tokens and cost of every scoring (cost with the column's
-    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros)."""
-    totals = list(
-        scorings(filters)
-        .values(group=value)
-        .annotate(
-            failed_scorings=Count("pk", filter=Q(status=ScoringStatus.FAILED)),
-            input_tokens=Sum("input_tokens"),
-            output_tokens=Sum("output_tokens"),
-            cost_usd=Sum("cost_usd"),
-        )
-        .order_by()
-    )
+    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). From the sessions'
+    sums over their scorings (``scorings_*``), unless a grouping or filter is by a figure
+    of each scoring: then from the scorings."""
+    session_value, scoring_value, _ = GROUPINGS[group_by]
+    if group_by in PER_SCORING or filters.prompt_hash is not None:
+        rows, value, sums = scorings(filters), scoring_value, {
+            "failed_scorings": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
+            "input_tokens": Sum("input_tokens"),
+            "output_tokens": Sum("output_tokens"),
+            "cost_usd": Sum("cost_usd"),
+        }
+    else:
+        rows, value, sums = sessions_with_scorings(filters), session_value, {
+            "failed_scorings": Sum("scorings_failed"),
+            "input_tokens": Sum("scorings_input_tokens"),
+            "output_tokens": Sum("scorings_output_tokens"),
+            "cost_usd": Sum("scorings_cost_usd"),
+        }
+    totals = list(rows.values(group=value).annotate(**sums).order_by())
     for row in totals:
         if row["cost_usd"] is not None:
             row["cost_usd"] = Decimal(row["cost_usd"]).quantize(COST_QUANTUM)

@@ -89,6 +89,29 @@ def newest_completed_figures(session: AlertSession) -> dict:
     return figures | {f"latest_completed_{name}": (score.dimensions or {}).get(name) for name in DIMENSIONS}
 
 
+def scorings_copy_on_session(session: AlertSession) -> dict:
+    """The session row's sums over all its scorings (``scorings_*``)."""
+    return AlertSession.objects.filter(pk=session.pk).values(*selectors.scorings_columns()).get()
+
+
+def scorings_sums(session: AlertSession) -> dict:
+    """The same sums, added up here from the session's scorings (None: no scoring has the figure)."""
+    scores = list(session.scores.all())
+    if not scores:
+        return dict.fromkeys(selectors.scorings_columns())
+
+    def total(field):
+        values = [getattr(score, field) for score in scores if getattr(score, field) is not None]
+        return sum(values) if values else None
+
+    return {
+        "scorings_failed": sum(score.status == ScoringStatus.FAILED for score in scores),
+        "scorings_input_tokens": total("input_tokens"),
+        "scorings_output_tokens": total("output_tokens"),
+        "scorings_cost_usd": total("cost_usd"),
+    }
+
+
 def run_next_scoring() -> SessionScore | None:
     """What a worker's judge runtime does with a free slot, in this thread: claim
     the oldest pending score and judge it to its end. None if none was claimed."""
