@@ -29,6 +29,7 @@ import random
 import statistics
 import time
 import uuid
+from decimal import Decimal
 
 from common import machine_description, percentile, setup_django, throwaway_postgres, work_folder
 
@@ -73,13 +74,14 @@ CASES = [
     ("missing tools, all", "/api/v1/scoring/missing-tools/", {}),
     ("missing tools, limit=20", "/api/v1/scoring/missing-tools/", {"limit": "20"}),
     ("missing tools, 4 weeks of one alert type", "/api/v1/scoring/missing-tools/", RECENT),
+    ("insights page", "/insights/", {}),
 ]
 
 
 def make_fleet(count: int, seed: int = 16) -> dict:
     """``count`` sessions and their scores and missing tools, bulk-inserted; returns counts."""
     from scoring.judge.prompts import PROMPT_HASH
-    from scoring.judge.replies import tool_key
+    from scoring.judge.replies import DIMENSIONS, tool_key
     from scoring.models import AlertSession, MissingTool, ScoringStatus, SessionScore
 
     rng = random.Random(seed)
@@ -113,7 +115,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
             if rng.random() < 0.9:
                 row.dimensions = {
                     name: max(0, min(25, round(row.total_score / 4 + rng.gauss(0, 3))))
-                    for name in ("logical_flow", "consistency", "tool_relevance", "synthesis_quality")
+                    for name in DIMENSIONS
                 }
             # Each tool once per score, as the parser keeps it (one key once).
             names = list(dict.fromkeys(rng.choices(TOOL_NAMES, tool_weights, k=rng.randint(0, 4))))
@@ -123,8 +125,22 @@ def make_fleet(count: int, seed: int = 16) -> dict:
         scores.append(row)
         return row
 
+    def completed_copy(completed: SessionScore | None) -> dict:
+        """The session's latest_completed_* columns, as selectors.latest_completed_columns reads them."""
+        if completed is None:
+            return {}
+        dimensions = completed.dimensions or {}
+        return {
+            "latest_completed_score_id": completed.score_id,
+            "latest_completed_total_score": completed.total_score,
+            "latest_completed_prompt_hash": completed.prompt_hash,
+            "latest_completed_judge_model": completed.judge_model,
+            **{f"latest_completed_{name}": dimensions.get(name) for name in DIMENSIONS},
+        }
+
     for index in range(count):
         session_id = uuid.uuid4()
+        first_score = len(scores)
         alert_type = ALERT_TYPES[index % len(ALERT_TYPES)]
         chain = CHAINS[index % len(CHAINS)]
         started_at_us = START_US + index * (WEEKS * WEEK_US // count)
@@ -140,6 +156,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
             newest = newest_completed = score(session_id, alert_type, at_us, ScoringStatus.COMPLETED, PROMPT_HASH)
             if rng.random() < 0.08:
                 newest = score(session_id, alert_type, at_us + 60_000_000, ScoringStatus.FAILED, PROMPT_HASH)
+        attempts = scores[first_score:]
         sessions.append(
             AlertSession(
                 session_id=session_id,
@@ -156,7 +173,11 @@ def make_fleet(count: int, seed: int = 16) -> dict:
                 latest_status=newest.status,
                 latest_total_score=newest.total_score,
                 latest_prompt_hash=newest.prompt_hash,
-                latest_completed_score_id=newest_completed.score_id if newest_completed else None,
+                **completed_copy(newest_completed),
+                scorings_failed=sum(row.status == ScoringStatus.FAILED for row in attempts),
+                scorings_input_tokens=sum(row.input_tokens for row in attempts),
+                scorings_output_tokens=sum(row.output_tokens for row in attempts),
+                scorings_cost_usd=sum(Decimal(str(row.cost_usd)) for row in attempts),
             )
         )
     AlertSession.objects.bulk_create(sessions, batch_size=2000)
@@ -168,10 +189,10 @@ def make_fleet(count: int, seed: int = 16) -> dict:
 def check_copies_match_the_services() -> None:
     """The generated sessions' latest_* columns are what services.copy_latest_scores writes
     (checked on a sample, so that the benchmark measures the shape the service keeps)."""
-    from scoring import services
+    from scoring import selectors, services
     from scoring.models import AlertSession
 
-    fields = ("latest_score_id", "latest_status", "latest_completed_score_id")
+    fields = ("latest_score_id", "latest_status", *selectors.latest_completed_columns(), *selectors.scorings_columns())
     sample = list(AlertSession.objects.order_by("?").values_list("session_id", *fields)[:500])
     services.copy_latest_scores([row[0] for row in sample])
     after = dict((row[0], row[1:]) for row in AlertSession.objects.filter(

@@ -77,6 +77,23 @@ class AlertSession(models.Model):
     # session's standing in the fleet statistics (scoring.insights) is its newest
     # completed score, whatever scoring came after it.
     latest_completed_score_id = models.UUIDField(null=True, blank=True, editable=False, db_index=True)
+    # ... and its figures the fleet statistics group and count (its total, criteria hash,
+    # judge model, and the points of each criterion, null when the judge gave none), so
+    # that they are one scan of this table instead of a join with every score.
+    latest_completed_total_score = models.IntegerField(null=True, blank=True, editable=False)
+    latest_completed_prompt_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    latest_completed_judge_model = models.CharField(max_length=255, null=True, blank=True, editable=False)
+    latest_completed_logical_flow = models.IntegerField(null=True, blank=True, editable=False)
+    latest_completed_consistency = models.IntegerField(null=True, blank=True, editable=False)
+    latest_completed_tool_relevance = models.IntegerField(null=True, blank=True, editable=False)
+    latest_completed_synthesis_quality = models.IntegerField(null=True, blank=True, editable=False)
+    # Over every scoring of the session (failed ones and those a re-score replaced too),
+    # copied the same way: the failed scorings, tokens and cost the statistics count.
+    scorings_failed = models.IntegerField(null=True, blank=True, editable=False)
+    scorings_input_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
+    scorings_output_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
+    scorings_cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True, editable=False)
+    scorings_cached_input_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
 
     HEAVY_FIELDS = ("stages", "session_level_interactions")
 

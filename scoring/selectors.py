@@ -5,8 +5,23 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, Max, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, TextField
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    TextField,
+    Value,
+)
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce, NullIf
 
 from scoring.judge.prompts import (
     CHARS_PER_TOKEN,
@@ -15,6 +30,7 @@ from scoring.judge.prompts import (
     PROMPT_HASH,
     estimated_tokens,
 )
+from scoring.judge.replies import DIMENSIONS
 from scoring.models import (
     AlertSession,
     MissingTool,
@@ -112,10 +128,41 @@ def latest_score_columns() -> dict:
         "latest_status": Subquery(newest.values("status")[:1]),
         "latest_total_score": Subquery(newest.values("total_score")[:1]),
         "latest_prompt_hash": Subquery(newest.values("prompt_hash")[:1]),
-        "latest_completed_score_id": Subquery(
-            newest.filter(status=ScoringStatus.COMPLETED).values("score_id")[:1]
-        ),
+        **latest_completed_columns(),
+        **scorings_columns(),
     }
+
+
+def latest_completed_columns() -> dict:
+    """The part of that copy read from the newest *completed* score: its id and the
+    figures the fleet statistics count (``AlertSession.latest_completed_*``)."""
+    newest = SessionScore.objects.filter(session=OuterRef("pk"), status=ScoringStatus.COMPLETED).order_by(
+        "-scored_at_us"
+    )
+    columns = {
+        f"latest_completed_{field}": Subquery(newest.values(field)[:1])
+        for field in ("score_id", "total_score", "prompt_hash", "judge_model")
+    }
+    for name in DIMENSIONS:
+        # A criterion without points is absent or JSON null (SQLite reads JSON null as
+        # the text 'null'): SQL NULL here.
+        points = Cast(NullIf(KT(f"dimensions__{name}"), Value("null")), IntegerField())
+        columns[f"latest_completed_{name}"] = Subquery(newest.annotate(points=points).values("points")[:1])
+    return columns
+
+
+def scorings_columns() -> dict:
+    """The part of that copy summed over every scoring of the session
+    (``AlertSession.scorings_*``); null for a session never scored."""
+    per_session = SessionScore.objects.filter(session=OuterRef("pk")).order_by().values("session")
+    sums = {
+        "scorings_failed": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
+        "scorings_input_tokens": Sum("input_tokens"),
+        "scorings_output_tokens": Sum("output_tokens"),
+        "scorings_cost_usd": Sum("cost_usd"),
+        "scorings_cached_input_tokens": Sum("cached_input_tokens"),
+    }
+    return {column: Subquery(per_session.annotate(total=total).values("total")) for column, total in sums.items()}
 
 
 def is_orphaned(status: str, *, started_at_us: int, now_us: int) -> bool:

@@ -502,7 +502,8 @@ def store_reply_structure(scores) -> list:
     """Store what ``judge.replies`` reads from these completed scores' text, inside the
     caller's transaction, replacing what an earlier reading stored: ``dimensions``, the
     breakdown's warning (in ``warnings``, beside the injection findings) and the
-    ``missing_tools`` rows, which are returned. The score objects are updated too.
+    ``missing_tools`` rows, which are returned. The score objects are updated too, and
+    so is their sessions' copy of their newest completed score.
 
     The scores may be of a migration's historical model: the tools' model is the one
     their ``missing_tools`` relation points to, so ``0016_parse_backfill`` runs this too.
@@ -525,6 +526,10 @@ def store_reply_structure(scores) -> list:
         score_model.objects.filter(pk=scores[0].pk).update(dimensions=scores[0].dimensions, warnings=scores[0].warnings)
     else:
         score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
+    if score_model is SessionScore:
+        # The sessions' copy of their newest completed score holds its dimensions. (A
+        # historical model is 0016's, older than the copy, which 0021 back-fills.)
+        copy_latest_scores({score.session_id for score in scores})
     tool_model.objects.filter(score__in=scores).delete()
     return tool_model.objects.bulk_create(tools)
 
@@ -554,7 +559,7 @@ def read_stored_replies(score_model=SessionScore, *, every_score: bool = False) 
     scores = score_model.objects.filter(status=Status.COMPLETED).order_by("pk")
     if not every_score:
         scores = scores.filter(dimensions__isnull=True, missing_tools__isnull=True)
-    scores = scores.only("pk", "score_analysis", "missing_tools_analysis", "total_score", "warnings")
+    scores = scores.only("pk", "session_id", "score_analysis", "missing_tools_analysis", "total_score", "warnings")
     read = RepliesRead()
     last_pk = None
     while True:

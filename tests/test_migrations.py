@@ -5,6 +5,7 @@ enforced by the database itself, not by Django's validation.
 """
 
 import uuid
+from decimal import Decimal
 
 import pytest
 from django.apps import apps
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
 
@@ -202,5 +204,49 @@ def test_migrating_reads_the_dimensions_and_missing_tools_of_completed_scores():
         ]
         assert migrated.objects.get(pk=failed.pk).dimensions is None
         assert not tools.objects.filter(score_id=failed.pk).exists()
+    finally:
+        call_command("migrate", "scoring", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_copies_each_sessions_newest_completed_figures_onto_it():
+    before, after = [("scoring", "0020_quota_pacing")], [("scoring", "0021_statsperf_latest_completed_figures")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
+        session = sessions.objects.create(session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1)
+        common = {"session": session, "score_triggered_by": "bob", "started_at_us": 1}
+        completed = scores.objects.create(
+            **common,
+            prompt_hash="a" * 64,
+            scored_at_us=1,
+            status="completed",
+            total_score=61,
+            judge_model="openai/gpt-5",
+            input_tokens=1000,
+            dimensions={"logical_flow": 15, "consistency": None, "tool_relevance": 14},
+        )
+        failed = scores.objects.create(
+            **common, prompt_hash="b" * 64, scored_at_us=2, status="failed", input_tokens=900, cost_usd="0.5"
+        )
+        sessions.objects.filter(pk=session.pk).update(latest_score_id=failed.pk, latest_completed_score_id=completed.pk)
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        migrated = executor.loader.project_state(after).apps.get_model("scoring", "AlertSession")
+        figures = ("total_score", "prompt_hash", "judge_model", *DIMENSIONS)
+
+        assert migrated.objects.values_list(*(f"latest_completed_{name}" for name in figures)).get(
+            pk=session.pk
+        ) == (61, "a" * 64, "openai/gpt-5", 15, None, 14, None)
+        sums = ("failed", "input_tokens", "output_tokens")
+        assert migrated.objects.values_list(*(f"scorings_{name}" for name in sums)).get(pk=session.pk) == (
+            1,
+            1900,
+            None,
+        )
+        assert migrated.objects.get(pk=session.pk).scorings_cost_usd == Decimal("0.5")
     finally:
         call_command("migrate", "scoring", verbosity=0)

@@ -26,7 +26,18 @@ from scoring.models import (
     SessionStatus,
 )
 from scoring.realtime import events
-from tests.support.factories import copy_on_session, make_score, make_session, newest_score, run_next_scoring
+from tests.support.factories import (
+    T0_US,
+    completed_copy_on_session,
+    copy_on_session,
+    make_score,
+    make_session,
+    newest_completed_figures,
+    newest_score,
+    run_next_scoring,
+    scorings_copy_on_session,
+    scorings_sums,
+)
 from tests.support.fake_llm import Error, Reply, rate_limited
 from tests.support.status_table import (
     FINISHED_SESSION_STATUSES,
@@ -488,6 +499,65 @@ def test_a_forced_rescore_replaces_the_copy_of_the_finished_score():
     score = request(session, force_rescore=True)
 
     assert copy_on_session(session) == (score.score_id, "pending", None, PROMPT_HASH)
+
+
+def test_a_completion_copies_the_completed_figures(judge_llm):
+    judge_llm.push(Reply("Logical Flow: 20/25\n\n81"), Reply("1. **kubectl-logs**"))
+    session = make_session()
+    assert completed_copy_on_session(session) == newest_completed_figures(session)
+
+    score = request(session)
+    run_next_scoring()
+
+    copy = completed_copy_on_session(session)
+    assert copy == newest_completed_figures(session)
+    assert copy["latest_completed_score_id"] == score.score_id
+    assert (copy["latest_completed_total_score"], copy["latest_completed_logical_flow"]) == (81, 20)
+    assert copy["latest_completed_consistency"] is None
+    assert scorings_copy_on_session(session) == scorings_sums(session)
+    assert scorings_copy_on_session(session)["scorings_input_tokens"] > 0
+
+
+def test_the_completed_copy_outlives_a_failed_rescore_and_follows_a_completed_one():
+    session = make_session()
+    first = make_score(
+        session,
+        total_score=70,
+        judge_model="m1",
+        scored_at_us=T0_US,
+        dimensions={"logical_flow": 18},
+        input_tokens=1000,
+        cost_usd=Decimal("0.25"),
+    )
+    failed = request(session, force_rescore=True)
+    services.fail_scoring(failed.score_id, "judge LLM timed out")
+
+    assert completed_copy_on_session(session)["latest_completed_score_id"] == first.score_id
+    assert completed_copy_on_session(session) == newest_completed_figures(session)
+    assert scorings_copy_on_session(session) == scorings_sums(session)
+    assert scorings_copy_on_session(session)["scorings_failed"] == 1
+
+    second = make_score(
+        session, total_score=90, prompt_hash="0" * 64, dimensions={"consistency": 22}, input_tokens=500
+    )
+
+    copy = completed_copy_on_session(session)
+    assert copy == newest_completed_figures(session)
+    assert copy["latest_completed_score_id"] == second.score_id
+    assert (copy["latest_completed_logical_flow"], copy["latest_completed_consistency"]) == (None, 22)
+    assert scorings_copy_on_session(session) == scorings_sums(session)
+
+
+def test_reading_stored_replies_copies_their_dimensions():
+    session = make_session()
+    make_score(session, score_analysis="Logical Flow: 15/25\nConsistency: 12/25\n\n61")
+    assert completed_copy_on_session(session)["latest_completed_logical_flow"] is None
+
+    services.read_stored_replies()
+
+    copy = completed_copy_on_session(session)
+    assert copy == newest_completed_figures(session)
+    assert (copy["latest_completed_logical_flow"], copy["latest_completed_consistency"]) == (15, 12)
 
 
 @pytest.mark.parametrize("path", ["request", "batch"])

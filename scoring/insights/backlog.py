@@ -5,10 +5,12 @@ of each session's newest completed score, by the normalised ``key``."""
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, F, Sum, Window
+from django.db import connection
+from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
-from scoring.insights.filters import InsightFilters, latest_completed_scores
+from scoring.insights.filters import InsightFilters, latest_completed_scores, scored_sessions
+from scoring.models import MissingTool
 
 EXAMPLES_PER_TOOL = 5
 # How many of the newest (session, tool) rows are read for the examples before a window
@@ -22,30 +24,22 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
 
     A score names each key once (``uq_score_missing_tools_key``), so its rows are sessions:
     one grouped query counts them per key, spelling, alert type and chain, with the sum of
-    their totals, and the rows per key are added up here.
+    their totals (``_tool_cells``), and the rows per key are added up here.
     """
-    selected = latest_completed_scores(filters)
-    # From the scores' side, so that the selection is read once; one filter() call per
-    # query, so that each joins the tools once.
-    cells = (
-        selected.filter(missing_tools__isnull=False)
-        .values("missing_tools__key", "missing_tools__name", "session__alert_type", "session__chain_id")
-        .annotate(sessions=Count("missing_tools"), score_sum=Sum("total_score"))
-    )
     by_key: dict[str, _Tool] = defaultdict(_Tool)
-    for cell in cells.order_by():
-        tool = by_key[cell["missing_tools__key"]]
-        tool.sessions += cell["sessions"]
-        tool.score_sum += cell["score_sum"]
-        tool.spellings[cell["missing_tools__name"]] += cell["sessions"]
-        tool.alert_types[cell["session__alert_type"]] += cell["sessions"]
-        tool.chains[cell["session__chain_id"]] += cell["sessions"]
+    for key, name, alert_type, chain_id, sessions, score_sum in _tool_cells(filters):
+        tool = by_key[key]
+        tool.sessions += sessions
+        tool.score_sum += score_sum
+        tool.spellings[name] += sessions
+        tool.alert_types[alert_type] += sessions
+        tool.chains[chain_id] += sessions
     ranked = sorted(by_key, key=lambda key: (-by_key[key].sessions, key))[:limit]
     if not ranked:
         return []
-    total_sessions = selected.count()
+    total_sessions = scored_sessions(filters).count()
     examples = _newest_sessions(
-        selected, {key: by_key[key].sessions for key in ranked}, every_key=limit is None
+        latest_completed_scores(filters), {key: by_key[key].sessions for key in ranked}, every_key=limit is None
     )
     return [
         {
@@ -60,6 +54,31 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
         }
         for key in ranked
     ]
+
+
+def _tool_cells(filters: InsightFilters) -> list[tuple]:
+    """(key, spelling, alert type, chain, sessions, sum of their totals) for each such
+    combination among the tools of the selected sessions' newest completed scores.
+
+    The tools are joined to the sessions' copy of those scores (``latest_completed_*``),
+    not to the scores: one join instead of two, as bare SQL since the copy is not a
+    foreign key.
+    """
+    sessions = (
+        scored_sessions(filters)
+        .values("latest_completed_score_id", "alert_type", "chain_id", "latest_completed_total_score")
+        .order_by()
+    )
+    sessions_sql, params = sessions.query.sql_with_params()
+    tools = connection.ops.quote_name(MissingTool._meta.db_table)
+    sql = (
+        "SELECT t.key, t.name, s.alert_type, s.chain_id, COUNT(*), SUM(s.latest_completed_total_score)"
+        f" FROM {tools} t JOIN ({sessions_sql}) s ON s.latest_completed_score_id = t.score_id"
+        " GROUP BY t.key, t.name, s.alert_type, s.chain_id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 @dataclass

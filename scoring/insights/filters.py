@@ -67,19 +67,39 @@ def latest_completed_scores(filters: InsightFilters) -> QuerySet[SessionScore]:
     return scorings(filters).filter(score_id__in=newest.values("latest_completed_score_id"))
 
 
+def scored_sessions(filters: InsightFilters) -> QuerySet[AlertSession]:
+    """The selected sessions that have a completed score, with that score's figures in
+    their ``latest_completed_*`` copy: the same selection as ``latest_completed_scores``,
+    read from the sessions' table alone."""
+    return AlertSession.objects.filter(
+        latest_completed_score_id__isnull=False,
+        **_session_lookups(filters, session="", prompt_hash="latest_completed_prompt_hash"),
+    )
+
+
+def sessions_with_scorings(filters: InsightFilters) -> QuerySet[AlertSession]:
+    """The selected sessions that have any scoring, with the sums over all of them in
+    their ``scorings_*`` copy. Not for a ``prompt_hash`` filter: each scoring has its own."""
+    if filters.prompt_hash is not None:
+        raise ValueError("sessions_with_scorings: a criteria hash selects scorings, not sessions")
+    return AlertSession.objects.filter(latest_score_id__isnull=False, **_session_lookups(filters, session=""))
+
+
 def scorings(filters: InsightFilters) -> QuerySet[SessionScore]:
     """Every scoring of the selected sessions, whatever its status: for counts of
     failed scorings and of cost, where each attempt counts."""
     return SessionScore.objects.filter(**_session_lookups(filters))
 
 
-def _session_lookups(filters: InsightFilters) -> dict:
+def _session_lookups(filters: InsightFilters, session: str = "session__", prompt_hash: str = "prompt_hash") -> dict:
+    """The filters as lookups from a model whose path to the session is ``session``
+    (empty: the sessions themselves) and whose criteria hash is the field ``prompt_hash``."""
     lookups = {
-        "session__started_at_us__gte": filters.since_us,
-        "session__started_at_us__lt": filters.until_us,
-        "session__alert_type": filters.alert_type,
-        "session__chain_id": filters.chain_id,
-        "prompt_hash": filters.prompt_hash,
+        f"{session}started_at_us__gte": filters.since_us,
+        f"{session}started_at_us__lt": filters.until_us,
+        f"{session}alert_type": filters.alert_type,
+        f"{session}chain_id": filters.chain_id,
+        prompt_hash: filters.prompt_hash,
     }
     return {lookup: value for lookup, value in lookups.items() if value is not None}
 

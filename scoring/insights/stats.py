@@ -12,24 +12,29 @@ import math
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, FloatField, Q, Sum, Value
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, NullIf
+from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Sum, Value
 
 from scoring import selectors
-from scoring.insights.filters import InsightFilters, latest_completed_scores, scorings
+from scoring.insights.filters import InsightFilters, scored_sessions, scorings, sessions_with_scorings
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus, SessionScore
 
 COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
 DAY_US = 86_400_000_000
 EPOCH = dt.date(1970, 1, 1)
-# Days since the epoch of the session's start (UTC); sessions start after 1970, so the
-# databases' integer division (which truncates) is the floor.
-_START_DAY = ExpressionWrapper(F("session__started_at_us") / Value(DAY_US), output_field=BigIntegerField())
-# ISO weeks start on Monday; 1970-01-01 was a Thursday, so day d is in week (d + 3) // 7,
-# which starts on day 7w - 3.
-_START_WEEK = ExpressionWrapper((_START_DAY + Value(3)) / Value(7), output_field=BigIntegerField())
+
+
+def _start_day(session: str) -> ExpressionWrapper:
+    """Days since the epoch of the session's start (UTC), from a model whose path to the
+    session is ``session``; sessions start after 1970, so the databases' integer division
+    (which truncates) is the floor."""
+    return ExpressionWrapper(F(f"{session}started_at_us") / Value(DAY_US), output_field=BigIntegerField())
+
+
+def _start_week(session: str) -> ExpressionWrapper:
+    # ISO weeks start on Monday; 1970-01-01 was a Thursday, so day d is in week (d + 3) // 7,
+    # which starts on day 7w - 3.
+    return ExpressionWrapper((_start_day(session) + Value(3)) / Value(7), output_field=BigIntegerField())
 
 
 def _day_key(day: int) -> str:
@@ -40,16 +45,20 @@ def _week_key(week: int) -> str:
     return _day_key(7 * week - 3)
 
 
-# group_by: (the group's value on a score, how a value is shown as the row's key).
+# group_by: (the group's value on a session, through its copy of its newest completed
+# score; the value on a scoring; how a value is shown as the row's key).
 GROUPINGS = {
-    "alert_type": (F("session__alert_type"), str),
-    "chain_id": (F("session__chain_id"), str),
-    "agent_type": (F("session__agent_type"), str),
-    "judge_model": (F("judge_model"), str),
-    "prompt_hash": (F("prompt_hash"), str),
-    "week": (_START_WEEK, _week_key),
-    "day": (_START_DAY, _day_key),
+    "alert_type": (F("alert_type"), F("session__alert_type"), str),
+    "chain_id": (F("chain_id"), F("session__chain_id"), str),
+    "agent_type": (F("agent_type"), F("session__agent_type"), str),
+    "judge_model": (F("latest_completed_judge_model"), F("judge_model"), str),
+    "prompt_hash": (F("latest_completed_prompt_hash"), F("prompt_hash"), str),
+    "week": (_start_week(""), _start_week("session__"), _week_key),
+    "day": (_start_day(""), _start_day("session__"), _day_key),
 }
+# Groupings by a figure of each scoring: their per-attempt totals are summed over the
+# scorings themselves, not over the sessions' sums.
+PER_SCORING = {"judge_model", "prompt_hash"}
 
 
 class InvalidGrouping(ValueError):
@@ -67,11 +76,11 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     """
     if group_by not in GROUPINGS:
         raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
-    value, key_of = GROUPINGS[group_by]
+    session_value, _, key_of = GROUPINGS[group_by]
     rows: dict = {}
-    for group, histogram, dimension_totals in _score_histograms(filters, value):
+    for group, histogram, dimension_totals in _score_histograms(filters, session_value):
         rows[group] = _score_figures(histogram, dimension_totals)
-    for attempts in _attempt_totals(filters, value):
+    for attempts in _attempt_totals(filters, group_by):
         row = rows.setdefault(attempts.pop("group"), _score_figures({}, {}))
         row.update(attempts)
     return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
@@ -81,16 +90,14 @@ def _score_histograms(filters: InsightFilters, value):
     """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed score."""
     dimension_sums = {}
     for name in DIMENSIONS:
-        # A criterion the judge gave no points for is absent or JSON null: SQL NULL here
-        # (SQLite reads JSON null as the text 'null'), so the sum and count skip it.
-        points = Cast(NullIf(KT(f"dimensions__{name}"), Value("null")), FloatField())
-        dimension_sums[f"{name}__sum"] = Sum(points)
-        dimension_sums[f"{name}__n"] = Count(points)
+        # Null when the judge gave the criterion no points: the sum and count skip it.
+        dimension_sums[f"{name}__sum"] = Sum(f"latest_completed_{name}")
+        dimension_sums[f"{name}__n"] = Count(f"latest_completed_{name}")
     cells = (
-        latest_completed_scores(filters)
-        .values("total_score", group=value)
+        scored_sessions(filters)
+        .values("latest_completed_total_score", group=value)
         .annotate(sessions=Count("pk"), **dimension_sums)
-        .values_list("group", "total_score", "sessions", *dimension_sums)
+        .values_list("group", "latest_completed_total_score", "sessions", *dimension_sums)
         .order_by()
     )
     # Read with a bare cursor: a group by day has some 20,000 cells, and Django's
@@ -111,21 +118,29 @@ def _score_histograms(filters: InsightFilters, value):
     ]
 
 
-def _attempt_totals(filters: InsightFilters, value) -> list[dict]:
+def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
     """Per group: failed scorings, tokens and cost of every scoring (cost with the column's
-    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros)."""
-    totals = list(
-        scorings(filters)
-        .values(group=value)
-        .annotate(
-            failed_scorings=Count("pk", filter=Q(status=ScoringStatus.FAILED)),
-            input_tokens=Sum("input_tokens"),
-            output_tokens=Sum("output_tokens"),
-            cost_usd=Sum("cost_usd"),
-            cached_input_tokens=Sum("cached_input_tokens"),
-        )
-        .order_by()
-    )
+    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). From the sessions'
+    sums over their scorings (``scorings_*``), unless a grouping or filter is by a figure
+    of each scoring: then from the scorings."""
+    session_value, scoring_value, _ = GROUPINGS[group_by]
+    if group_by in PER_SCORING or filters.prompt_hash is not None:
+        rows, value, sums = scorings(filters), scoring_value, {
+            "failed_scorings": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
+            "input_tokens": Sum("input_tokens"),
+            "output_tokens": Sum("output_tokens"),
+            "cost_usd": Sum("cost_usd"),
+            "cached_input_tokens": Sum("cached_input_tokens"),
+        }
+    else:
+        rows, value, sums = sessions_with_scorings(filters), session_value, {
+            "failed_scorings": Sum("scorings_failed"),
+            "input_tokens": Sum("scorings_input_tokens"),
+            "output_tokens": Sum("scorings_output_tokens"),
+            "cost_usd": Sum("scorings_cost_usd"),
+            "cached_input_tokens": Sum("scorings_cached_input_tokens"),
+        }
+    totals = list(rows.values(group=value).annotate(**sums).order_by())
     for row in totals:
         if row["cost_usd"] is not None:
             row["cost_usd"] = Decimal(row["cost_usd"]).quantize(COST_QUANTUM)

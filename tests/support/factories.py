@@ -8,6 +8,7 @@ from rest_framework.test import APIClient
 
 from scoring import auth, selectors, services
 from scoring.judge.prompts import PROMPT_HASH
+from scoring.judge.replies import DIMENSIONS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
 T0_US = 1_767_225_600_000_000
@@ -70,6 +71,48 @@ def newest_score(session: AlertSession) -> tuple:
     """The same four values, read from the session's newest score itself."""
     score = selectors.latest_score(session.session_id)
     return (score.score_id, score.status, score.total_score, score.prompt_hash)
+
+
+COMPLETED_FIGURES = ("score_id", "total_score", "prompt_hash", "judge_model")
+
+
+def completed_copy_on_session(session: AlertSession) -> dict:
+    """The session row's copy of its newest completed score (``latest_completed_*``)."""
+    fields = list(selectors.latest_completed_columns())
+    return AlertSession.objects.filter(pk=session.pk).values(*fields).get()
+
+
+def newest_completed_figures(session: AlertSession) -> dict:
+    """The same values, read from the session's newest completed score itself."""
+    score = session.scores.filter(status=ScoringStatus.COMPLETED).order_by("-scored_at_us").first()
+    if score is None:
+        return dict.fromkeys(selectors.latest_completed_columns())
+    figures = {f"latest_completed_{field}": getattr(score, field) for field in COMPLETED_FIGURES}
+    return figures | {f"latest_completed_{name}": (score.dimensions or {}).get(name) for name in DIMENSIONS}
+
+
+def scorings_copy_on_session(session: AlertSession) -> dict:
+    """The session row's sums over all its scorings (``scorings_*``)."""
+    return AlertSession.objects.filter(pk=session.pk).values(*selectors.scorings_columns()).get()
+
+
+def scorings_sums(session: AlertSession) -> dict:
+    """The same sums, added up here from the session's scorings (None: no scoring has the figure)."""
+    scores = list(session.scores.all())
+    if not scores:
+        return dict.fromkeys(selectors.scorings_columns())
+
+    def total(field):
+        values = [getattr(score, field) for score in scores if getattr(score, field) is not None]
+        return sum(values) if values else None
+
+    return {
+        "scorings_failed": sum(score.status == ScoringStatus.FAILED for score in scores),
+        "scorings_input_tokens": total("input_tokens"),
+        "scorings_output_tokens": total("output_tokens"),
+        "scorings_cost_usd": total("cost_usd"),
+        "scorings_cached_input_tokens": total("cached_input_tokens"),
+    }
 
 
 def run_next_scoring() -> SessionScore | None:
