@@ -144,8 +144,22 @@ class WideChangelist:
         return super().changelist_view(request, {**(extra_context or {}), "is_nav_sidebar_enabled": False})
 
 
+class ReadOnly:
+    """An admin that shows what the service wrote and changes nothing: sessions come from
+    TARSy, scores and reports from the judge (actions and review forms aside)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(AlertSession)
-class AlertSessionAdmin(WideChangelist, admin.ModelAdmin):
+class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     list_display = ["short_id", "alert", "alert_type", "status", "started", "score"]
     list_filter = [SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "alert_type", "status"]
     # get_search_results does the searching; a non-empty list shows the box.
@@ -171,15 +185,6 @@ class AlertSessionAdmin(WideChangelist, admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         return selectors.search_sessions(queryset, search_term), False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="Session", ordering="session_id")
     def short_id(self, session):
@@ -312,7 +317,7 @@ class ScoreReviewInline(admin.TabularInline):
 
 
 @admin.register(SessionScore)
-class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
+class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     # The badge says the status (the filter and the score page tell pending from in progress).
     list_display = [
         "short_id", "session_link", "score", "list_criteria", "judge_model",
@@ -359,15 +364,6 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
                 Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)
             ), False
         return queryset.filter(Q(score_id=key) | Q(session_id=key)), False
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def get_urls(self):
         review = self.admin_site.admin_view(self.review_view)
@@ -502,7 +498,7 @@ class SessionScoreAdmin(WideChangelist, admin.ModelAdmin):
 
 
 @admin.register(InsightReport)
-class InsightReportAdmin(admin.ModelAdmin):
+class InsightReportAdmin(ReadOnly, admin.ModelAdmin):
     """The MCP prioritization reports, read only: they are written by a worker
     (``scoring.insights.reports``), requested on the insights page or the API."""
 
@@ -517,15 +513,6 @@ class InsightReportAdmin(admin.ModelAdmin):
     @property
     def media(self):
         return super().media + ADMIN_MEDIA
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="Requested", ordering="requested_at_us")
     def requested(self, report):
