@@ -477,7 +477,8 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
         score_id,
         Status.COMPLETED,
         event_fields={"total_score": result.total_score},
-        in_transaction=lambda completed: store_reply_structure([completed]),
+        # The move's own copy onto the session follows, with the criteria stored.
+        in_transaction=lambda completed: store_reply_structure([completed], copy_to_sessions=False),
         total_score=result.total_score,
         score_analysis=result.score_analysis,
         missing_tools_analysis=result.missing_tools_analysis,
@@ -498,12 +499,13 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
     return score
 
 
-def store_reply_structure(scores) -> list:
+def store_reply_structure(scores, *, copy_to_sessions: bool = True) -> list:
     """Store what ``judge.replies`` reads from these completed scores' text, inside the
     caller's transaction, replacing what an earlier reading stored: ``dimensions``, the
     breakdown's warning (in ``warnings``, beside the injection findings) and the
     ``missing_tools`` rows, which are returned. The score objects are updated too, and
-    so is their sessions' copy of their newest completed score.
+    so is their sessions' copy of their newest completed score (unless the caller writes
+    that copy next: ``copy_to_sessions=False``, as a completion's move does).
 
     The scores may be of a migration's historical model: the tools' model is the one
     their ``missing_tools`` relation points to, so ``0016_parse_backfill`` runs this too.
@@ -526,7 +528,7 @@ def store_reply_structure(scores) -> list:
         score_model.objects.filter(pk=scores[0].pk).update(dimensions=scores[0].dimensions, warnings=scores[0].warnings)
     else:
         score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
-    if score_model is SessionScore:
+    if copy_to_sessions and score_model is SessionScore:
         # The sessions' copy of their newest completed score holds its dimensions. (A
         # historical model is 0016's, older than the copy, which 0021 back-fills.)
         copy_latest_scores({score.session_id for score in scores})
@@ -602,20 +604,22 @@ def _transition(
 
     def write() -> SessionScore | None:
         with transaction.atomic():
-            score = _move(score_id, to_status, event_fields=event_fields, **values)
-            if score is not None and in_transaction is not None:
-                in_transaction(score)
-            return score
+            return _move(score_id, to_status, event_fields=event_fields, in_transaction=in_transaction, **values)
 
     return _retrying_once(write, f"writing score {score_id} as {to_status}")
 
 
-def _move(score_id, to_status: str, *, event_fields: dict | None = None, **values) -> SessionScore | None:
-    """``_transition``'s write, inside the caller's transaction."""
+def _move(
+    score_id, to_status: str, *, event_fields: dict | None = None, in_transaction=None, **values
+) -> SessionScore | None:
+    """``_transition``'s write, inside the caller's transaction. ``in_transaction`` runs
+    before the session's copy of its scores is written, so that the copy holds what it wrote."""
     sources = [source for source, targets in _ALLOWED_TRANSITIONS.items() if to_status in targets]
     if not SessionScore.objects.filter(pk=score_id, status__in=sources).update(status=to_status, **values):
         return None
     score = SessionScore.objects.get(pk=score_id)
+    if in_transaction is not None:
+        in_transaction(score)
     copy_latest_scores([score.session_id])
     events.record(_EVENT_FOR_STATUS[to_status], score, **(event_fields or {}))
     return score

@@ -686,7 +686,7 @@ def test_what_is_read_is_stored_in_the_completions_transaction(judge_llm, monkey
     judge_llm.push(Reply(f"{BREAKDOWN}\n\n60"), Reply(TOOLS))
     score = pending_score()
 
-    def failing(scores):
+    def failing(scores, **options):
         assert SessionScore.objects.get(pk=scores[0].pk).status == "completed"  # inside the move
         raise RuntimeError("the tools could not be stored")
 
