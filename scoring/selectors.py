@@ -170,10 +170,15 @@ def is_orphaned(status: str, *, started_at_us: int, now_us: int) -> bool:
     ``stale_scorings`` lists it (a pending score's ``started_at_us`` is when it is due:
     its request, or the end of its wait for the provider's quota)."""
     if status == ScoringStatus.IN_PROGRESS:
-        return started_at_us < now_us - int(settings.SCORING_JOB_TIMEOUT_S * 1_000_000)
+        return started_at_us < _limit_us(settings.SCORING_JOB_TIMEOUT_S, now_us)
     if status == ScoringStatus.PENDING:
-        return started_at_us < now_us - int(settings.SCORING_PENDING_TIMEOUT_S * 1_000_000)
+        return started_at_us < _limit_us(settings.SCORING_PENDING_TIMEOUT_S, now_us)
     return False
+
+
+def _limit_us(limit_s: float, now_us: int) -> int:
+    """The time ``limit_s`` seconds before ``now_us``: a job active since before it is orphaned."""
+    return now_us - int(limit_s * 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -236,17 +241,25 @@ def stale_scorings(*, session_ids=None, include_all=False, older_than_s=None, no
         return [(score_id, reason) for score_id in active.values_list("score_id", flat=True)]
     job_limit_s = settings.SCORING_JOB_TIMEOUT_S if older_than_s is None else older_than_s
     queue_limit_s = settings.SCORING_PENDING_TIMEOUT_S if older_than_s is None else older_than_s
-    in_progress = active.filter(
-        status=ScoringStatus.IN_PROGRESS, started_at_us__lt=now_us - int(job_limit_s * 1_000_000)
-    )
     # A pending score's started_at_us is when it is due (see ``is_orphaned``).
-    pending = active.filter(status=ScoringStatus.PENDING, started_at_us__lt=now_us - int(queue_limit_s * 1_000_000))
+    return stale_jobs(
+        active, pending_since="started_at_us", job_limit_s=job_limit_s, queue_limit_s=queue_limit_s, now_us=now_us
+    )
+
+
+def stale_jobs(jobs: QuerySet, *, pending_since: str, job_limit_s: float, queue_limit_s: float, now_us: int) -> list:
+    """(primary key, reason) of those of ``jobs`` (scorings or MCP reports) that no worker
+    will finish: in progress since (``started_at_us``) over ``job_limit_s`` ago, their
+    worker stopped; pending since (the ``pending_since`` column) over ``queue_limit_s``
+    ago, their job lost."""
+    in_progress = jobs.filter(status=ScoringStatus.IN_PROGRESS, started_at_us__lt=_limit_us(job_limit_s, now_us))
+    pending = jobs.filter(status=ScoringStatus.PENDING, **{f"{pending_since}__lt": _limit_us(queue_limit_s, now_us)})
     return [
-        (score_id, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
-        for score_id in in_progress.values_list("score_id", flat=True)
+        (pk, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
+        for pk in in_progress.values_list("pk", flat=True)
     ] + [
-        (score_id, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
-        for score_id in pending.values_list("score_id", flat=True)
+        (pk, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
+        for pk in pending.values_list("pk", flat=True)
     ]
 
 

@@ -25,7 +25,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
-from scoring import services
+from scoring import selectors, services
 from scoring.insights.filters import InsightFilters, latest_completed_scores
 from scoring.jobs import queue
 from scoring.judge import errors, fitting, llm, report_prompt
@@ -341,19 +341,13 @@ def expire_stale_reports() -> int:
     """Fail the reports no job will finish; return how many: in progress for longer than
     SCORING_REPORT_TIMEOUT_S (their worker died) or pending for longer than
     SCORING_PENDING_TIMEOUT_S (their task was lost)."""
-    now_us = services.now_us()
-    job_limit_s, queue_limit_s = settings.SCORING_REPORT_TIMEOUT_S, settings.SCORING_PENDING_TIMEOUT_S
-    stale = [
-        (report_id, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
-        for report_id in InsightReport.objects.filter(
-            status=Status.IN_PROGRESS, started_at_us__lt=now_us - int(job_limit_s * 1_000_000)
-        ).values_list("report_id", flat=True)
-    ] + [
-        (report_id, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
-        for report_id in InsightReport.objects.filter(
-            status=Status.PENDING, requested_at_us__lt=now_us - int(queue_limit_s * 1_000_000)
-        ).values_list("report_id", flat=True)
-    ]
+    stale = selectors.stale_jobs(
+        InsightReport.objects.all(),
+        pending_since="requested_at_us",
+        job_limit_s=settings.SCORING_REPORT_TIMEOUT_S,
+        queue_limit_s=settings.SCORING_PENDING_TIMEOUT_S,
+        now_us=services.now_us(),
+    )
     return sum(fail_report(report_id, reason) is not None for report_id, reason in stale)
 
 
