@@ -23,25 +23,31 @@ from rest_framework.views import APIView
 from scoring import selectors
 from scoring.api.errors import DetailErrorSerializer
 from scoring.insights.backlog import missing_tools_backlog
-from scoring.insights.filters import InvalidFilter, parse_filters
+from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
 from scoring.insights.stats import DIMENSIONS, GROUPINGS, InvalidGrouping, fleet_stats
 
+# What each insight filter selects: the query parameters of the insight endpoints and the
+# body of a report request are both made from it (parsed by ``parse_filters``, one rule).
+FILTER_DESCRIPTIONS = {
+    "since": "Only sessions that started at or after this ISO 8601 date or date-time (UTC unless "
+    "an offset is given), e.g. `2026-01-01`.",
+    "until": "Only sessions that started before this date or date-time.",
+    "alert_type": "Only sessions of this alert type.",
+    "chain_id": "Only sessions of this agent chain.",
+    "prompt_hash": "Only scores made under this criteria hash.",
+}
 FILTER_PARAMETERS = [
-    OpenApiParameter(
-        "since",
-        OpenApiTypes.STR,
-        description="Only sessions that started at or after this ISO 8601 date or date-time (UTC unless "
-        "an offset is given), e.g. `2026-01-01`.",
-    ),
-    OpenApiParameter(
-        "until", OpenApiTypes.STR, description="Only sessions that started before this date or date-time."
-    ),
-    OpenApiParameter("alert_type", OpenApiTypes.STR, description="Only sessions of this alert type."),
-    OpenApiParameter("chain_id", OpenApiTypes.STR, description="Only sessions of this agent chain."),
-    OpenApiParameter(
-        "prompt_hash", OpenApiTypes.STR, description="Only scores made under this criteria hash."
-    ),
+    OpenApiParameter(name, OpenApiTypes.STR, description=FILTER_DESCRIPTIONS[name]) for name in FILTER_PARAMS
 ]
+
+
+def filter_fields() -> dict:
+    """The same filters as the optional fields of a JSON object (a serializer's declared fields)."""
+    return {
+        name: serializers.CharField(required=False, help_text=FILTER_DESCRIPTIONS[name]) for name in FILTER_PARAMS
+    }
+
+
 NOT_SIGNED_IN = OpenApiResponse(DetailErrorSerializer, description="No credentials, or invalid ones.")
 
 

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scoring.api.errors import DetailErrorSerializer
+from scoring.api.insights import filter_fields
 from scoring.api.throttles import ScoreRequestThrottle
 from scoring.insights import reports
 from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
@@ -18,18 +19,12 @@ from scoring.models import InsightReport
 REPORT_ID = "2f1c7a52-3b0e-4c55-9a8e-6f0f3d1b7e21"
 SCORE_ID = "0b6f9d8e-51a2-4d7c-8f3e-2a9c4e7d1b05"
 
-
-class ReportRequestSerializer(serializers.Serializer):
-    """The insight filters (docs/insights.md), all optional."""
-
-    since = serializers.CharField(
-        required=False,
-        help_text="Sessions started at or after this ISO 8601 date or time (UTC unless it says otherwise).",
-    )
-    until = serializers.CharField(required=False, help_text="Sessions started before this ISO 8601 date or time.")
-    alert_type = serializers.CharField(required=False, help_text="Sessions of this alert type.")
-    chain_id = serializers.CharField(required=False, help_text="Sessions run by this agent chain.")
-    prompt_hash = serializers.CharField(required=False, help_text="Scores made under this criteria hash.")
+# The body of a report request: the insight filters, described where their query parameters are.
+ReportRequestSerializer = type(
+    "ReportRequestSerializer",
+    (serializers.Serializer,),
+    {"__doc__": "The insight filters (docs/insights.md), all optional.", **filter_fields()},
+)
 
 
 class ReportAcceptedSerializer(serializers.ModelSerializer):

@@ -137,3 +137,14 @@ def test_both_operations_are_in_the_schema_with_examples(schema):
     example = get["responses"]["200"]["content"]["application/json"]["examples"]["Completed"]["value"]
     ref = get["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(example) == set(schema["components"]["schemas"][ref]["properties"])
+
+
+def test_the_request_body_describes_the_filters_as_the_query_parameters_do(schema):
+    """One description of the filters: the report's body and the insights' query parameters."""
+    body = schema["paths"][URL]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    fields = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]["properties"]
+    parameters = schema["paths"]["/api/v1/scoring/stats/"]["get"]["parameters"]
+    described = {p["name"]: p["description"] for p in parameters if p["name"] in fields}
+    assert list(fields) == ["since", "until", "alert_type", "chain_id", "prompt_hash"]
+    assert {name: field["description"] for name, field in fields.items()} == described
+    assert all(field["type"] == "string" for field in fields.values())
