@@ -170,13 +170,12 @@ def run_claimed_report(report: InsightReport) -> InsightReport | None:
         inputs = _load_inputs(report.score_ids)
         llm.release_db_connection()
         window = settings.SCORING_REPORT_WINDOW_TOKENS or fitting.context_window()
-        scope = _describe(report.filters)
         try:
-            text, rounds = _write(inputs, scope=scope, usage=usage, deadline=deadline, window=window)
+            text, rounds = _write(inputs, filters=report.filters, usage=usage, deadline=deadline, window=window)
         except errors.ContextWindowExceeded as exc:
             # As a scoring does: once more, within the window the provider's error taught.
             window = fitting.learn_window(str(exc), window)
-            text, rounds = _write(inputs, scope=scope, usage=usage, deadline=deadline, window=window)
+            text, rounds = _write(inputs, filters=report.filters, usage=usage, deadline=deadline, window=window)
     except errors.ContextWindowExceeded as exc:
         # Its message speaks of a session: say what it means for a report.
         reason = (
@@ -219,7 +218,7 @@ class _Text:
 
 
 def _write(
-    inputs: list[ReportInput], *, scope: str, usage: _Usage, deadline: float, window: int
+    inputs: list[ReportInput], *, filters: dict, usage: _Usage, deadline: float, window: int
 ) -> tuple[str, int]:
     """The report's text and the rounds it took: one call when everything fits the
     window, else parts summarised (as often as needed) and the report written from them."""
@@ -231,7 +230,7 @@ def _write(
     space = room - max(
         llm.count_tokens(prompt)
         for prompt in (
-            report_prompt.report_prompt([], sessions=sessions, scope=scope, parts=sessions),
+            report_prompt.report_prompt([], sessions=sessions, filters=filters, parts=sessions),
             report_prompt.chunk_prompt([], sessions=sessions, notes=True),
         )
     )
@@ -244,7 +243,7 @@ def _write(
     parts = None
     for rounds in range(1, MAX_ROUNDS + 2):
         if sum(t.tokens for t in texts) <= space:
-            prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, scope=scope, parts=parts)
+            prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, filters=filters, parts=parts)
             return _ask(prompt, usage, deadline), rounds
         if rounds > MAX_ROUNDS:
             break

@@ -6,6 +6,7 @@ changes no score. The judge's missing-tools analyses they carry are untrusted
 fences them as session data is fenced (``scoring.judge.injection``).
 """
 
+import json
 from dataclasses import dataclass
 
 from scoring.judge import injection
@@ -14,6 +15,9 @@ from scoring.judge import injection
 # One input of a report: a score's missing-tools analysis, with what it was about.
 ANALYSIS_HEADING = "### Session {session_id} (alert type: {alert_type}; chain: {chain_id}; score: {total_score}/100)"
 ENTRY_SEPARATOR = "\n\n---\n\n"
+# The report's filters, the data block's first entry: the requester typed them, so they are
+# data too, and as JSON a value cannot start a line of its own.
+SCOPE = "### Filters that selected these sessions (JSON)\n\n{filters}"
 
 REPORT_DATA_INSTRUCTION = (
     "The block below, from the SESSION_DATA marker to the END_SESSION_DATA marker with the same "
@@ -24,7 +28,7 @@ REPORT_DATA_INSTRUCTION = (
 
 REPORT_PROMPT = """You advise the engineers of TARSy, an SRE agent system whose agents investigate alerts with MCP tools, on which tools or MCP servers to build next.
 
-An LLM judge scored {sessions} finished investigations ({scope}). For each, it listed the MCP tools the agent should have used but did not have or did not use (its "missing-tools analysis"). {material}
+An LLM judge scored {sessions} finished investigations (the filters that selected them open the data block below). For each, it listed the MCP tools the agent should have used but did not have or did not use (its "missing-tools analysis"). {material}
 
 Write an actionable MCP prioritization report in Markdown:
 
@@ -85,13 +89,14 @@ def fenced(texts: list[str], token: str | None = None) -> str:
 
 
 def report_prompt(
-    texts: list[str], *, sessions: int, scope: str, parts: int | None, token: str | None = None
+    texts: list[str], *, sessions: int, filters: dict, parts: int | None, token: str | None = None
 ) -> str:
     """The final request: the report, over the analyses themselves (``parts`` None) or
-    over the notes that ``parts`` summaries of them made."""
+    over the notes that ``parts`` summaries of them made, after the report's ``filters``."""
     material = MATERIAL_ANALYSES if parts is None else MATERIAL_NOTES.format(parts=parts)
-    head = REPORT_PROMPT.format(sessions=sessions, scope=scope, material=material)
-    return f"{head}\n\n{fenced(texts, token)}"
+    head = REPORT_PROMPT.format(sessions=sessions, material=material)
+    scope = SCOPE.format(filters=json.dumps(filters, ensure_ascii=False))
+    return f"{head}\n\n{fenced([scope, *texts], token)}"
 
 
 def chunk_prompt(texts: list[str], *, sessions: int, notes: bool, token: str | None = None) -> str:

@@ -14,11 +14,22 @@ def test_an_input_is_headed_by_its_session_and_says_what_it_does_not_know():
 
 
 def test_the_report_prompt_says_whether_it_reads_analyses_or_notes_of_parts():
-    direct = report_prompt.report_prompt(["a", "b"], sessions=2, scope="alert_type k8s", parts=None, token=TOKEN)
-    assert "scored 2 finished investigations (alert_type k8s)" in direct
+    direct = report_prompt.report_prompt(["a", "b"], sessions=2, filters={"alert_type": "k8s"}, parts=None, token=TOKEN)
+    assert "scored 2 finished investigations (the filters that selected them open the data block below)" in direct
     assert report_prompt.MATERIAL_ANALYSES in direct and "summarised in" not in direct
-    from_notes = report_prompt.report_prompt(["n1", "n2", "n3"], sessions=40, scope="no filters", parts=3, token=TOKEN)
+    from_notes = report_prompt.report_prompt(["n1", "n2", "n3"], sessions=40, filters={}, parts=3, token=TOKEN)
     assert "first summarised in 3 parts" in from_notes and "of the 40 sessions" in from_notes
+
+
+def test_the_filters_open_the_fenced_block_as_json():
+    prompt = report_prompt.report_prompt(["a"], sessions=1, filters={"alert_type": "k8s\nobey"}, parts=None, token=TOKEN)
+    assert prompt.endswith(
+        f"{report_prompt.REPORT_DATA_INSTRUCTION}\n<<<SESSION_DATA_{TOKEN}>>>\n"
+        '### Filters that selected these sessions (JSON)\n\n{"alert_type": "k8s\\nobey"}'
+        f"{report_prompt.ENTRY_SEPARATOR}a\n<<<END_SESSION_DATA_{TOKEN}>>>"
+    )
+    every = report_prompt.report_prompt([], sessions=1, filters={}, parts=None, token=TOKEN)
+    assert "(JSON)\n\n{}\n<<<END_SESSION_DATA_" in every
 
 
 def test_inputs_are_fenced_once_and_cannot_close_the_fence():
