@@ -33,6 +33,7 @@ from scoring.judge.prompts import (
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import (
     AlertSession,
+    InsightReport,
     MissingTool,
     ReviewVerdict,
     ScoreReview,
@@ -224,7 +225,9 @@ def oldest_pending_score_ids(limit: int, *, now_us: int) -> list:
 
 
 def in_progress_count() -> int:
-    return SessionScore.objects.filter(status=ScoringStatus.IN_PROGRESS).count()
+    """Judge jobs in progress across all workers, which SCORING_MAX_IN_FLIGHT bounds: scorings and MCP reports."""
+    in_progress = {"status": ScoringStatus.IN_PROGRESS}
+    return SessionScore.objects.filter(**in_progress).count() + InsightReport.objects.filter(**in_progress).count()
 
 
 def active_score(session_id) -> SessionScore | None:

@@ -12,15 +12,9 @@ from scoring.realtime import events
 
 def wake_judge_runtime() -> None:
     """Wake the judge runtime of the worker process that runs this task: it claims
-    pending scores, oldest first, as long as it has free slots (jobs/runtime.py).
+    pending reports and scores, oldest first, as long as it has free slots (jobs/runtime.py).
     Returns at once."""
     runtime.get_runtime().wake()
-
-
-def run_insight_report(report_id: str) -> None:
-    """Claim the pending report and write it on a thread of this worker process; returns
-    at once, so that django-q2's timeout and re-delivery never meet a long report."""
-    reports.start_report(report_id)
 
 
 def cleanup_orphans() -> int:

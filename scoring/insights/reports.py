@@ -2,14 +2,13 @@
 analyses of the selected scores and writes which tools or MCP servers to build first.
 
 A report moves pending -> in_progress -> completed | failed, each move one conditional
-UPDATE, like a scoring. Requesting one stores it pending and, after commit, queues a
-django-q2 task (``scoring.tasks.run_insight_report``); the task claims it and runs it on
-a thread of its worker process, returning at once, so that neither django-q2's task
-timeout nor its re-delivery after ``retry`` seconds ever meets a report that takes
-minutes. A worker told to stop fails the reports it is writing
-(``fail_running_reports``, from ``jobs.runtime``'s SIGTERM handler); a report whose
-worker died is failed by the minutely cleanup (``expire_stale_reports``), one whose
-task could not be queued at once.
+UPDATE, like a scoring. It is a judge job as a scoring is: requesting one stores it
+pending and, after commit, wakes the workers; a worker process's dispatcher claims it
+for one of its slots (``claim_pending_reports``, scoring/jobs/runtime.py) and writes it
+on that slot's thread, so that reports and scorings share SCORING_CONCURRENCY_PER_WORKER
+and SCORING_MAX_IN_FLIGHT. A worker told to stop fails the reports it is writing, as it
+does its scorings; a report whose worker died, or that no worker took, is failed by the
+minutely cleanup (``expire_stale_reports``).
 
 When the analyses do not fit the judge model's context window, the report is written
 in rounds: parts of them are summarised into notes first (again, if the notes do not
@@ -17,17 +16,15 @@ fit either), and the report is written from the notes.
 """
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 
 from scoring import selectors, services
 from scoring.insights.filters import InsightFilters, latest_completed_scores
-from scoring.jobs import queue
 from scoring.judge import errors, fitting, llm, report_prompt
 from scoring.judge.report_prompt import ReportInput
 from scoring.models import InsightReport, ScoringStatus, SessionScore
@@ -64,7 +61,7 @@ def report_inputs(filters: InsightFilters):
 
 
 def request_report(filters: InsightFilters, requested_by: str) -> InsightReport:
-    """Store a pending report on ``filters`` and queue its job after commit; return it.
+    """Store a pending report on ``filters`` and wake the workers after commit; return it.
 
     While a report on the same filters is pending or in progress, that one is returned
     (a second click costs no second report). Raises ``NoReportInputs`` when no selected
@@ -90,18 +87,9 @@ def request_report(filters: InsightFilters, requested_by: str) -> InsightReport:
             requested_by=requested_by[:255],
             requested_at_us=services.now_us(),
         )
-        transaction.on_commit(lambda: _enqueue(report.report_id))
+        # The pending row is the job, as a scoring's is: a lost wake-up only waits for the next poll.
+        transaction.on_commit(lambda: services.wake_workers(1))
     return report
-
-
-def _enqueue(report_id) -> None:
-    try:
-        queue.enqueue_report(report_id)
-    except Exception as exc:
-        # Unlike a scoring, no worker polls for pending reports: say so now rather than
-        # leave the report pending until the cleanup fails it.
-        logger.warning("could not queue report %s", report_id, exc_info=True)
-        fail_report(report_id, f"could not queue the report's job: {type(exc).__name__}: {exc}")
 
 
 def latest_report() -> InsightReport | None:
@@ -116,41 +104,23 @@ def get_report(report_id) -> InsightReport | None:
 # --- Running (in a worker process) ----------------------------------------------------------
 
 
-# The reports this process is writing, for its shutdown (``fail_running_reports``).
-_running: set = set()
-# Reentrant: the SIGTERM handler runs on the main thread, which may hold it (start_report).
-_running_lock = threading.RLock()
-
-
-def start_report(report_id) -> threading.Thread | None:
-    """Claim the pending report and run it on a new thread; return the thread, or None
-    when the report was not pending (a task delivered twice, or a report failed meanwhile)."""
-    # The model is kept from the claim on: a report that fails says which model it was for.
-    model = settings.SCORING_LLM_MODEL
-    report = _move(report_id, Status.IN_PROGRESS, started_at_us=services.now_us(), judge_model=model)
-    if report is None:
-        return None
-    with _running_lock:
-        _running.add(report.report_id)
-    thread = threading.Thread(target=_run_and_close, args=(report,), name=f"report-{report_id}", daemon=True)
-    thread.start()
-    return thread
-
-
-def _run_and_close(report: InsightReport) -> None:
-    try:
-        run_claimed_report(report)
-    finally:
-        with _running_lock:
-            _running.discard(report.report_id)
-        connection.close()  # this thread's own
-
-
-def fail_running_reports(reason: str) -> int:
-    """Fail the reports this process is writing (its worker is stopping); return how many."""
-    with _running_lock:
-        running = list(_running)
-    return sum(fail_report(report_id, reason) is not None for report_id in running)
+def claim_pending_reports(limit: int) -> list[InsightReport]:
+    """pending -> in_progress for up to ``limit`` of the oldest pending reports, as far as
+    fewer than SCORING_MAX_IN_FLIGHT judge jobs (scorings and reports) stay in progress
+    across all workers; returns those claimed. A worker's dispatcher claims them for its
+    free slots, in the same turns as scorings (``services.claim_pending_scores``)."""
+    pending = InsightReport.objects.filter(status=Status.PENDING).order_by("requested_at_us", "report_id")
+    if not pending.exists():  # idle workers poll: a plain read first, with no write lock
+        return []
+    with transaction.atomic():
+        services.take_turn(services.CAPACITY_CLAIM_LOCK_KEY)
+        room = min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+        if room <= 0:
+            return []
+        # The model is kept from the claim on: a report that fails says which model it was for.
+        values = {"started_at_us": services.now_us(), "judge_model": settings.SCORING_LLM_MODEL}
+        claimed = (_move(report_id, Status.IN_PROGRESS, **values) for report_id in pending.values_list("pk", flat=True)[:room])
+        return [report for report in claimed if report is not None]
 
 
 @dataclass

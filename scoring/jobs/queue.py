@@ -45,12 +45,3 @@ def ensure_cleanup_schedule() -> None:
         defaults={"func": "scoring.tasks.cleanup_orphans", "schedule_type": Schedule.MINUTES, "minutes": 1},
     )
 
-
-def enqueue_report(report_id) -> None:
-    async_task(
-        "scoring.tasks.run_insight_report",
-        str(report_id),
-        task_name="insight-report",
-        group="reports",
-        broker=_process_broker(),
-    )

@@ -7,16 +7,18 @@ up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
 on the network with the GIL released, and hold no database connection while
 they wait (``scoring.judge.llm.release_db_connection``).
 
-The pending row is the job. Whenever slots are free, the process's dispatcher
-thread claims as many of the oldest pending scores (within the global limit)
-and hands each to a thread. The django-q2 wake-up tasks queued when new scores
-commit only wake a dispatcher; dispatchers also look every ``SCORING_WORKER_POLL_S``. So a process
+A judge job is a scoring or an MCP prioritization report (``scoring.insights.reports``):
+each takes a slot, and counts in the global limit. The pending row is the job.
+Whenever slots are free, the process's dispatcher thread claims as many of the
+oldest pending reports, then scores (within the global limit), and hands each to
+a thread. The django-q2 wake-up tasks queued when new jobs commit only wake a
+dispatcher; dispatchers also look every ``SCORING_WORKER_POLL_S``. So a process
 whose slots are all busy never holds work that another process could start,
-and a score is run even if its wake-up was lost (Redis has no receipts).
+and a job is run even if its wake-up was lost (Redis has no receipts).
 
 SIGTERM to a worker process fails every job it holds with "worker shut down"
 (and so sends their events), then ends the process at once: waiting for the
-judge to answer could take minutes, and the scores are already recorded.
+judge to answer could take minutes, and the jobs are already recorded.
 
 Each process also writes how many jobs it holds into memory it shares with its
 cluster (``HeldCounts``), which reports their sum in its heartbeat.
@@ -29,7 +31,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 
 import psutil
 from django.conf import settings
@@ -104,6 +109,31 @@ def share_held_counts(processes: int) -> HeldCounts:
     return _held_counts
 
 
+@dataclass(frozen=True)
+class ClaimedJob:
+    """A judge job this process claimed: how to run it to its end, and how to fail it."""
+
+    name: str  # "score <id>", "report <id>"
+    run: Callable[[], object]
+    fail: Callable[[str], object]
+
+
+def _score_job(score) -> ClaimedJob:
+    return ClaimedJob(
+        f"score {score.score_id}",
+        partial(services.run_claimed_score, score),
+        partial(services.fail_scoring, score.score_id),
+    )
+
+
+def _report_job(report) -> ClaimedJob:
+    return ClaimedJob(
+        f"report {report.report_id}",
+        partial(reports.run_claimed_report, report),
+        partial(reports.fail_report, report.report_id),
+    )
+
+
 class JudgeRuntime:
     def __init__(self, slots: int, poll_s: float, held_counts: HeldCounts | None = None):
         self.slots = slots
@@ -112,9 +142,9 @@ class JudgeRuntime:
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="judge")
         self._wake = threading.Event()
         self._lock = threading.Lock()
-        self._held: set[str] = set()
-        # Held by the dispatcher from a claim until its scores are in ``_held``, so
-        # that shutting down fails every score this process has claimed.
+        self._held: dict[str, ClaimedJob] = {}
+        # Held by the dispatcher from a claim until its jobs are in ``_held``, so
+        # that shutting down fails every job this process has claimed.
         self._claiming = threading.Lock()
         self._stopping = False
         self._dispatcher = threading.Thread(target=self._dispatch_forever, name="judge-dispatcher", daemon=True)
@@ -127,12 +157,12 @@ class JudgeRuntime:
         self._dispatcher.start()
 
     def wake(self) -> None:
-        """Look for pending scores now rather than at the next poll."""
+        """Look for pending jobs now rather than at the next poll."""
         self._wake.set()
 
-    def held(self) -> list[str]:
+    def held(self) -> list[ClaimedJob]:
         with self._lock:
-            return sorted(self._held)
+            return list(self._held.values())
 
     def _report_held(self) -> None:
         """Tell the cluster how many jobs this process holds (with ``_lock`` held)."""
@@ -143,7 +173,7 @@ class JudgeRuntime:
         while True:
             try:
                 idle = self._dispatch_once()
-            except Exception:  # the dispatcher must never die: nothing else claims scores
+            except Exception:  # the dispatcher must never die: nothing else claims jobs
                 logger.exception("judge dispatcher failed; going on in %s s", self.poll_s)
                 idle = True
             if idle:
@@ -151,45 +181,53 @@ class JudgeRuntime:
                 self._wake.clear()
 
     def _dispatch_once(self) -> bool:
-        """Claim pending scores for the free slots and start them; True if slots stay free."""
+        """Claim pending jobs for the free slots and start them; True if slots stay free."""
         self._free_slots.acquire()
         free = 1
         while self._free_slots.acquire(blocking=False):
             free += 1
         with self._claiming:
-            scores = [] if self._stopping else self._claim(free)
+            jobs = [] if self._stopping else self._claim(free)
             with self._lock:
-                self._held.update(str(score.score_id) for score in scores)
+                self._held.update((job.name, job) for job in jobs)
                 self._report_held()
-        for _ in range(free - len(scores)):
+        for _ in range(free - len(jobs)):
             self._free_slots.release()
-        for score in scores:
-            self._pool.submit(self._run, score)
+        for job in jobs:
+            self._pool.submit(self._run, job)
         connection.close()  # hold no connection between claims
-        return len(scores) < free  # nothing more pending, or the global limit is reached
+        return len(jobs) < free  # nothing more pending, or the global limit is reached
 
-    def _claim(self, limit: int) -> list:
-        try:
-            return services.claim_pending_scores(limit)
-        except Exception:  # the database is away; the dispatcher must outlive it
-            logger.exception("could not claim pending scores; trying again in %s s", self.poll_s)
-            return []
+    def _claim(self, limit: int) -> list[ClaimedJob]:
+        """Reports first (few, and someone waits on each), then scores for the slots left."""
+        jobs = []
+        for what, claim, job in (
+            ("reports", reports.claim_pending_reports, _report_job),
+            ("scores", services.claim_pending_scores, _score_job),
+        ):
+            if len(jobs) == limit:
+                break
+            try:
+                jobs += [job(claimed) for claimed in claim(limit - len(jobs))]
+            except Exception:  # the database is away; the dispatcher must outlive it
+                logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
+        return jobs
 
-    def _run(self, score) -> None:
+    def _run(self, job: ClaimedJob) -> None:
         try:
-            services.run_claimed_score(score)
-        except Exception:  # run_claimed_score records its own failures; this is a last resort
-            logger.exception("judge job for score %s crashed", score.score_id)
+            job.run()
+        except Exception:  # each job records its own failures; this is a last resort
+            logger.exception("judge job for %s crashed", job.name)
         finally:
             with self._lock:
-                self._held.discard(str(score.score_id))
+                self._held.pop(job.name, None)
                 self._report_held()
             connection.close()  # this thread's; threads are reused for other jobs
             self._free_slots.release()
 
     def stop_claiming(self) -> bool:
-        """Claim no more scores; wait (at most CLAIM_WAIT_S) for a claim in progress to
-        register its scores in ``held``. False if it did not finish in time."""
+        """Claim no more jobs; wait (at most CLAIM_WAIT_S) for a claim in progress to
+        register its jobs in ``held``. False if it did not finish in time."""
         self._stopping = True
         if not self._claiming.acquire(timeout=CLAIM_WAIT_S):
             return False
@@ -204,17 +242,13 @@ class JudgeRuntime:
         claim_done = self.stop_claiming()
         held = self.held()
         logger.info("worker process stopping: failing %d judge jobs it holds", len(held))
-        for score_id in held:
+        for job in held:
             try:
-                services.fail_scoring(score_id, services.WORKER_SHUT_DOWN)
+                job.fail(services.WORKER_SHUT_DOWN)
             except Exception:  # the orphan cleanup will fail it instead
-                logger.exception("could not record the shutdown of score %s", score_id)
-        try:
-            reports.fail_running_reports(services.WORKER_SHUT_DOWN)
-        except Exception:  # the orphan cleanup will fail them instead
-            logger.exception("could not record the shutdown of the reports this process was writing")
+                logger.exception("could not record the shutdown of %s", job.name)
         if not claim_done:
-            logger.warning("a claim was still running; its scores will be failed as orphans")
+            logger.warning("a claim was still running; its jobs will be failed as orphans")
         # os._exit skips atexit: send the failed events before going.
         events.flush_published()
         logging.shutdown()

@@ -3,17 +3,18 @@
 
 import re
 import signal
+import threading
 import time
-import uuid
 
 import pytest
 
+from scoring import services
 from scoring.insights import reports
 from scoring.insights.filters import InsightFilters
 from scoring.judge import fitting
 from scoring.judge.injection import NEUTRALISED_PREFIX
 from scoring.judge.report_prompt import REPORT_DATA_INSTRUCTION
-from scoring.models import InsightReport, JudgeCircuit, ScoringStatus
+from scoring.models import InsightReport, JudgeCircuit, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply, context_length_exceeded, unauthorized
 from tests.support.workers import wait_for
@@ -34,9 +35,10 @@ def requested(filters: InsightFilters | None = None, by="alice") -> InsightRepor
 
 
 def run(report: InsightReport) -> InsightReport:
-    thread = reports.start_report(report.report_id)
-    assert thread is not None
-    thread.join(timeout=60)
+    """Claim the report as a worker's dispatcher does, and write it here."""
+    (claimed,) = reports.claim_pending_reports(1)
+    assert claimed.pk == report.pk and claimed.status == "in_progress"
+    reports.run_claimed_report(claimed)
     return InsightReport.objects.get(pk=report.report_id)
 
 
@@ -254,12 +256,34 @@ def test_an_open_circuit_breaker_fails_the_report_without_a_call(judge_llm, sett
 
 
 @pytest.mark.django_db
-def test_a_report_is_claimed_once():
+def test_a_report_is_claimed_once_oldest_first(settings):
     analysed_session()
+    oldest, newer = requested(), requested(InsightFilters(alert_type="kubernetes"))
+    InsightReport.objects.filter(pk=newer.pk).update(requested_at_us=oldest.requested_at_us + 1)
+    failed = requested(InsightFilters(chain_id="kubernetes-chain"))
+    reports.fail_report(failed.report_id, "failed meanwhile")
+    settings.SCORING_LLM_MODEL = "openai/claiming-model"
+
+    assert reports.claim_pending_reports(1) == [oldest]
+    assert [(r.pk, r.status, r.judge_model) for r in reports.claim_pending_reports(5)] == [
+        (newer.pk, "in_progress", "openai/claiming-model")
+    ]
+    assert reports.claim_pending_reports(5) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reports_and_scorings_share_the_global_limit_of_jobs_in_progress(settings):
+    settings.SCORING_MAX_IN_FLIGHT = 1
+    analysed_session()
+    score = make_score(make_session(), status=ScoringStatus.IN_PROGRESS)
     report = requested()
-    reports.fail_report(report.report_id, "failed meanwhile")
-    assert reports.start_report(report.report_id) is None
-    assert reports.start_report(uuid.uuid4()) is None
+    assert reports.claim_pending_reports(1) == []  # the scoring holds the one place
+    services.fail_scoring(score.score_id, "done")
+    assert reports.claim_pending_reports(1) == [report]
+    pending = make_score(make_session(), status=ScoringStatus.PENDING)
+    assert services.claim_pending_scores(1) == []  # now the report holds it
+    reports.fail_report(report.report_id, "done")
+    assert services.claim_pending_scores(1) == [pending]
 
 
 # --- Orphans --------------------------------------------------------------------------------
@@ -312,6 +336,54 @@ def test_a_posted_report_is_written_by_a_worker_process(start_worker, judge_llm,
     )
     assert (body["status"], body["report"], body["rounds"]) == ("completed", REPORT_TEXT, 1)
     assert len(judge_llm.requests) == 1
+
+
+class CountingJudge:
+    """A fake judge's default that counts the most calls in the server at once. It holds the
+    first call until a second one comes (or ``hold_s`` pass), so that a job run beside the
+    first one's cannot go unseen. It answers a report call with REPORT_TEXT, turn 1 with a
+    score and turn 2 with a tool."""
+
+    def __init__(self, hold_s: float = 5.0):
+        self.most = 0
+        self._inside = 0
+        self._calls = 0
+        self._hold_s = hold_s
+        self._changed = threading.Condition()
+
+    def __call__(self, body: dict) -> Reply:
+        with self._changed:
+            self._calls += 1
+            first = self._calls == 1
+            self._inside += 1
+            self.most = max(self.most, self._inside)
+            self._changed.notify_all()
+            if first:
+                self._changed.wait_for(lambda: self._inside > 1, timeout=self._hold_s)
+            self._inside -= 1
+        if "MCP prioritization report" in body["messages"][-1]["content"]:
+            return Reply(REPORT_TEXT)
+        return Reply("Logical Flow: 15/25\n\n60") if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
+
+
+@pytest.mark.processes
+def test_a_report_waits_for_a_slot_of_the_worker_as_a_scoring_does(start_worker, judge_llm, operator_client):
+    analysed_session()
+    judge = CountingJudge()
+    judge_llm.set_default(judge)
+    env = {"SCORING_WORKERS": "1", "SCORING_CONCURRENCY_PER_WORKER": "1", "SCORING_LLM_TIMEOUT_S": "60"}
+    start_worker(**{**judge_llm.env(), **env})
+    session = make_session()
+    operator_client.post(f"/api/v1/scoring/sessions/{session.session_id}/score")
+    wait_for(lambda: judge_llm.requests, what="the scoring's first call")
+
+    report_id = operator_client.post(REPORTS_URL, {}, format="json").json()["report_id"]
+
+    wait_for(lambda: report_status(report_id) in ("completed", "failed"), what="the report")
+    assert report_status(report_id) == "completed"
+    assert judge.most == 1  # the worker's one slot: the report's call waited for the scoring's
+    score = SessionScore.objects.get(session=session)
+    assert score.status == "completed" and score.completed_at_us < InsightReport.objects.get(pk=report_id).started_at_us
 
 
 @pytest.mark.processes

@@ -36,9 +36,3 @@ def test_a_wake_up_that_failed_is_stored():
     queue.enqueue_wake_up()
     save_task(ran(success=False), get_broker())
     assert list(Failure.objects.values_list("func", flat=True)) == ["scoring.tasks.wake_judge_runtime"]
-
-
-def test_a_report_task_that_ran_is_stored():
-    queue.enqueue_report("00000000-0000-0000-0000-000000000001")
-    save_task(ran(success=True), get_broker())
-    assert list(Success.objects.values_list("func", flat=True)) == ["scoring.tasks.run_insight_report"]

@@ -5,9 +5,12 @@ import multiprocessing
 
 import pytest
 
+from scoring.insights import reports
+from scoring.insights.filters import InsightFilters
 from scoring.jobs.runtime import HeldCounts, JudgeRuntime
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import InsightReport, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
+from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,6 +29,22 @@ def test_a_dispatch_claims_a_pending_score_and_runs_it():
     assert idle  # one score for two free slots
     assert status_of(score) != ScoringStatus.PENDING
     assert runtime.held() == []  # the job ended (here failed: no judge model is configured)
+
+
+def test_a_report_takes_one_of_the_slots_as_a_score_does_and_goes_first():
+    make_score(make_session(), missing_tools_analysis="1. kubectl-logs")
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    report = reports.request_report(InsightFilters(), "alice")
+    runtime = JudgeRuntime(slots=1, poll_s=0.1)
+
+    assert not runtime._dispatch_once()  # its one slot taken
+    assert InsightReport.objects.get(pk=report.pk).status != ScoringStatus.PENDING
+    assert status_of(score) == ScoringStatus.PENDING  # no slot was left for it
+    wait_for(lambda: runtime.held() == [], what="the report's job to end")  # failed: no judge model
+
+    runtime._dispatch_once()  # with the report's slot back
+    runtime._pool.shutdown(wait=True)
+    assert status_of(score) != ScoringStatus.PENDING
 
 
 def test_a_runtime_that_stopped_claiming_leaves_pending_scores_to_other_workers():
