@@ -119,7 +119,8 @@ def claim_pending_reports(limit: int) -> list[InsightReport]:
             return []
         # The model is kept from the claim on: a report that fails says which model it was for.
         values = {"started_at_us": services.now_us(), "judge_model": settings.SCORING_LLM_MODEL}
-        claimed = (_move(report_id, Status.IN_PROGRESS, **values) for report_id in pending.values_list("pk", flat=True)[:room])
+        oldest = pending.values_list("pk", flat=True)[:room]
+        claimed = (_move(report_id, Status.IN_PROGRESS, **values) for report_id in oldest)
         return [report for report in claimed if report is not None]
 
 
@@ -140,12 +141,13 @@ def run_claimed_report(report: InsightReport) -> InsightReport | None:
         inputs = _load_inputs(report.score_ids)
         llm.release_db_connection()
         window = settings.SCORING_REPORT_WINDOW_TOKENS or fitting.context_window()
+        filters = report.filters
         try:
-            text, rounds = _write(inputs, filters=report.filters, usage=usage, deadline=deadline, window=window)
+            text, rounds = _write(inputs, filters=filters, usage=usage, deadline=deadline, window=window)
         except errors.ContextWindowExceeded as exc:
             # As a scoring does: once more, within the window the provider's error taught.
             window = fitting.learn_window(str(exc), window)
-            text, rounds = _write(inputs, filters=report.filters, usage=usage, deadline=deadline, window=window)
+            text, rounds = _write(inputs, filters=filters, usage=usage, deadline=deadline, window=window)
     except errors.ContextWindowExceeded as exc:
         # Its message speaks of a session: say what it means for a report.
         reason = (
@@ -213,7 +215,9 @@ def _write(
     parts = None
     for rounds in range(1, MAX_ROUNDS + 2):
         if sum(t.tokens for t in texts) <= space:
-            prompt = report_prompt.report_prompt([t.text for t in texts], sessions=sessions, filters=filters, parts=parts)
+            prompt = report_prompt.report_prompt(
+                [t.text for t in texts], sessions=sessions, filters=filters, parts=parts
+            )
             return _ask(prompt, usage, deadline), rounds
         if rounds > MAX_ROUNDS:
             break
