@@ -1,6 +1,6 @@
 """The service's ASGI application plus bare Django reference views, for bench_api.py.
 
-    daphne bench.reference_app:application
+    python -m tarsy_scoring.server bench.reference_app:application
 
 serves everything the service serves, and under ``/bench/reference/`` two plain
 Django views (no DRF, no authentication, no events, no queue) doing the least
