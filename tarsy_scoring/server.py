@@ -28,6 +28,10 @@ APPLICATION = "tarsy_scoring.asgi:application"
 # let requests in progress finish for this long before they are cancelled; below the 10 s
 # a container platform waits before SIGKILL.
 GRACEFUL_SHUTDOWN_S = 8
+# An idle keep-alive connection stays open this long (uvicorn's default is 5 s): longer than
+# the 60 s a load balancer or nginx keeps an idle upstream connection, so that the server
+# never closes one just as the balancer sends a request on it (a 502 for that request).
+KEEP_ALIVE_S = 75
 
 
 def config(app: str = APPLICATION, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
@@ -42,6 +46,7 @@ def config(app: str = APPLICATION, host: str = "127.0.0.1", port: int = 8000) ->
         server_header=False,
         log_config=None,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
     )
 
 
