@@ -20,4 +20,4 @@ RUN SECRET_KEY=collectstatic-only python manage.py collectstatic --noinput \
 USER tarsy
 
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "tarsy_scoring.asgi:application"]
+CMD ["python", "-m", "tarsy_scoring.server", "--host", "0.0.0.0", "--port", "8000"]

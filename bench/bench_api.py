@@ -3,7 +3,7 @@
 GET  /api/v1/scoring/sessions/{id}/score: --clients keep-alive clients in a closed
      loop for --duration-s, --rounds times, alternating with the same load on the
      reference view (bench/reference_app.py: one query, JsonResponse) served by the
-     same daphne processes. Reports p50, p99, requests/s and the ratio of the two.
+     same web server processes. Reports p50, p99, requests/s and the ratio of the two.
 POST the same path: --post-requests requests at once over --post-sessions finished,
      unscored sessions, --rounds times, beside the reference (insert a pending row
      unless one is active); then checks that every session has exactly one active
@@ -194,7 +194,7 @@ def non_2xx(rounds: list[dict]) -> str:
 def print_get(results: dict[str, list[dict]], costs: dict[str, tuple[float, int]], args) -> None:
     print(
         f"\nGET score: {args.clients} clients, {args.duration_s:g} s x {args.rounds} rounds per side, "
-        f"{args.web} daphne process(es). Median (min-max) over rounds.\n"
+        f"{args.web} web server process(es). Median (min-max) over rounds.\n"
     )
     print(
         "| endpoint | p50, ms | p99, ms | requests/s | web CPU per request, ms | non-2xx "
@@ -251,7 +251,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--database-url", help="default: a throwaway PostgreSQL")
-    parser.add_argument("--web", type=int, default=1, help="daphne processes (clients spread over them)")
+    parser.add_argument("--web", type=int, default=1, help="web server processes (clients spread over them)")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--duration-s", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=3)

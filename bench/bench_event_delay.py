@@ -1,6 +1,6 @@
 """Delay from an event's commit in a worker-like process to a WebSocket client.
 
-Starts a real daphne process on a fresh SQLite database (or --database-url),
+Starts a real web server process on a fresh SQLite database (or --database-url),
 connects a ``websockets`` client subscribed to one session, records --events
 progress events from a separate process (one transaction each, --interval-s
 apart) and reports the delay from each event's timestamp (taken just before
@@ -33,8 +33,8 @@ django.setup()  # for the event names, from scoring.realtime.events
 
 from scoring.realtime import events  # noqa: E402
 from tests.support.servers import (  # noqa: E402
-    DaphneServer,
     EventClient,
+    WebServer,
     child_env,
     record_in_process,
     run_in_process,
@@ -55,7 +55,7 @@ def prepare_database(env: dict[str, str]) -> tuple[str, str]:
 
 
 async def measure(
-    server: DaphneServer, score_id: str, session_id: str, count: int, interval_s: float
+    server: WebServer, score_id: str, session_id: str, count: int, interval_s: float
 ) -> list[float]:
     """Delays in milliseconds, one per event."""
     run = [(events.PROGRESS, {"phase": events.PHASES[i % 2]}) for i in range(count)]
@@ -96,7 +96,7 @@ def main() -> None:
             redis_url = None
             if mode == "redis":
                 redis_url = args.redis_url or stack.enter_context(Redis(work / "redis")).url
-            server = DaphneServer(child_env(redis_url, db_url=db_url), work / f"daphne-{mode}.log")
+            server = WebServer(child_env(redis_url, db_url=db_url), work / f"web-{mode}.log")
             try:
                 delays = asyncio.run(measure(server, score_id, session_id, args.events, args.interval_s))
             finally:

@@ -2,7 +2,7 @@
 
 Each is started --runs times on a fresh, migrated SQLite database (or --database-url):
 
-* web:     daphne, from spawning it until ``GET /healthz`` answers 200;
+* web:     the web server (uvicorn), from spawning it until ``GET /healthz`` answers 200;
 * worker:  ``manage.py scoring_worker``, until it logs "ready for work at".
 
 Reference, in the same run: ``python -c pass`` and ``python -c "import django;
@@ -23,6 +23,7 @@ import urllib.request
 
 from common import PYTHON, REPO, machine_description, manage, service_env, spread, sqlite_url, work_folder
 
+from tests.support.servers import web_command
 from tests.support.throwaway_servers import free_port
 
 WEB_MODULES = "import django; django.setup(); import tarsy_scoring.asgi, scoring.api.urls, scoring.views"
@@ -48,16 +49,12 @@ def web_start_s(env: dict[str, str], log) -> float:
     start = time.perf_counter()
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "tarsy_scoring.asgi:application"],
-            cwd=REPO,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
+            web_command(port), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
         )
     try:
         while not answers(f"http://127.0.0.1:{port}/healthz"):
             if process.poll() is not None or time.perf_counter() - start > 60:
-                raise RuntimeError(f"daphne did not answer /healthz; see {log}")
+                raise RuntimeError(f"the web server did not answer /healthz; see {log}")
             time.sleep(POLL_S)
         return time.perf_counter() - start
     finally:
@@ -109,13 +106,13 @@ def main() -> None:
         results: dict[str, list[float]] = {
             "python -c pass": [],
             "django.setup() (reference)": [],
-            "web: daphne until /healthz answers": [],
+            "web: uvicorn until /healthz answers": [],
             "worker: scoring_worker until ready for work": [],
         }
         for run in range(args.runs):
             results["python -c pass"].append(timed_command(env, "pass"))
             results["django.setup() (reference)"].append(timed_command(env, "import django; django.setup()"))
-            results["web: daphne until /healthz answers"].append(web_start_s(env, work / f"web-{run}.log"))
+            results["web: uvicorn until /healthz answers"].append(web_start_s(env, work / f"web-{run}.log"))
             results["worker: scoring_worker until ready for work"].append(
                 worker_start_s(env, work / f"worker-{run}.log")
             )
@@ -140,7 +137,7 @@ def main() -> None:
         print("|---|---|")
         for ms, name in slowest_imports(env, 8):
             print(f"| {name} | {ms:.0f} |")
-        web = statistics.median(results["web: daphne until /healthz answers"])
+        web = statistics.median(results["web: uvicorn until /healthz answers"])
         setup = statistics.median(results["django.setup() (reference)"])
         print(f"\nmedian web / django.setup(): {web / setup:.1f}x")
 

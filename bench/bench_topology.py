@@ -1,6 +1,6 @@
 """The whole topology scoring a batch: issue 6's end-to-end check, with its figures.
 
-``bin/topology.py`` starts on loopback a throwaway PostgreSQL, Redis, --web daphne
+``bin/topology.py`` starts on loopback a throwaway PostgreSQL, Redis, --web uvicorn
 processes, --workers worker clusters and the fake judge answering each turn after
 --latency-s (L). --sessions copies of the TARSy example session are imported
 (``manage.py import_sessions``). One WebSocket client per web process (trusted proxy
@@ -55,7 +55,7 @@ def log(message: str) -> None:
 
 
 # A child of bin/topology is named after what its command line contains.
-ROLES = {"daphne": "web", "scoring_worker": "workers", "fake_llm": "fake judge", "redis-server": "Redis"}
+ROLES = {"tarsy_scoring.server": "web", "scoring_worker": "workers", "fake_llm": "fake judge", "redis-server": "Redis"}
 
 
 def cpu_by_role(topology_pid: int, postgres_pid: int) -> dict[str, float]:

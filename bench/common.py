@@ -3,7 +3,7 @@
 The benchmarks run from the repository root with the project's virtualenv
 (``.venv/bin/python bench/<script>.py``). Servers are real processes on loopback:
 a throwaway PostgreSQL and Redis (``tests/support/throwaway_servers.py``, PostgreSQL as
-``bin/topology`` runs it) and daphne, so a benchmark measures what production runs.
+``bin/topology`` runs it) and the web server (uvicorn), so a benchmark measures what production runs.
 """
 
 from __future__ import annotations
@@ -188,22 +188,18 @@ async def closed_loop(
 
 
 class WebProcess:
-    """A daphne process serving ``app`` (the service's ASGI application by default) on loopback."""
+    """A web server process serving ``app`` (the service's ASGI application by default) on loopback."""
 
     def __init__(self, env: dict[str, str], log: Path, app: str = "tarsy_scoring.asgi:application"):
-        from tests.support.servers import wait_for_log
+        from tests.support.servers import LISTENING_PATTERN, wait_for_log, web_command
 
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", "0", app],
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                web_command(0, app), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT
             )
         try:
-            port = wait_for_log(log, r"Listening on TCP address 127\.0\.0\.1:(\d+)", self.process).group(1)
+            port = wait_for_log(log, LISTENING_PATTERN, self.process).group(1)
         except RuntimeError:
             self.stop()
             raise

@@ -1,7 +1,7 @@
 """The fault suite: real processes, scripted faults, one table of what happened.
 
 Starts a throwaway PostgreSQL (initdb/pg_ctl; as the ``postgres`` user when run
-as root) and a throwaway Redis on free loopback ports, a daphne web process and
+as root) and a throwaway Redis on free loopback ports, a web server process and
 judge worker clusters on them, and the fake judge LLM; then runs each scenario
 of tests/faults/scenarios.py and prints, per scenario, how many scorings were
 attempted, completed, failed (with their reasons), stuck, how many events a

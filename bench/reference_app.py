@@ -1,6 +1,6 @@
 """The service's ASGI application plus bare Django reference views, for bench_api.py.
 
-    daphne bench.reference_app:application
+    python -m tarsy_scoring.server bench.reference_app:application
 
 serves everything the service serves, and under ``/bench/reference/`` two plain
 Django views (no DRF, no authentication, no events, no queue) doing the least
@@ -27,12 +27,14 @@ PREFIX = "/bench/reference/"
 
 @functools.cache
 def score_fields() -> list[str]:
-    """The stored fields of the API's score body (the API also computes current_prompt_used).
-    Looked up on first use: the models can be imported only once the ASGI application has set
-    Django up."""
+    """The stored fields of the API's score body (the API computes the others, such as
+    current_prompt_used and session_changed_since_score). Looked up on first use: the models
+    can be imported only once the ASGI application has set Django up."""
     from scoring.api.scores import ScoreSerializer
+    from scoring.models import SessionScore
 
-    return [name for name in ScoreSerializer.Meta.fields if name != "current_prompt_used"]
+    stored = {field.name for field in SessionScore._meta.concrete_fields}
+    return [name for name in ScoreSerializer.Meta.fields if name in stored]
 
 
 def score_row(session_id) -> dict | None:

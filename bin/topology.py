@@ -1,7 +1,7 @@
 """Runs the production topology on this machine, on loopback, for tests and benchmarks.
 
 Started by ``bin/topology`` (which sets up .venv and the server binaries first):
-a throwaway PostgreSQL, a Redis, N daphne web processes on consecutive ports
+a throwaway PostgreSQL, a Redis, N web processes (uvicorn) on consecutive ports
 (or each on a free port the system picks) and M judge worker clusters, all
 sharing DATABASE_URL and REDIS_URL as separate hosts would; optionally a fake
 judge LLM. It migrates, waits until
@@ -195,16 +195,13 @@ class Topology:
 
     def start_web(self, index: int, port: int, env: dict[str, str]) -> str:
         log(f"starting web {index} on 127.0.0.1:{port or '(a free port)'}")
-        command = [
-            sys.executable,
-            *f"-m daphne -b 127.0.0.1 -p {port} tarsy_scoring.asgi:application".split(),
-        ]
+        command = [sys.executable, "-m", "tarsy_scoring.server", "--port", str(port)]
         web, log_file = self.spawn(f"web-{index}", command, env, WEB_STOP_TIMEOUT_S)
         if not port:
 
             def listening() -> re.Match | None:
                 return re.search(
-                    r"Listening on TCP address 127\.0\.0\.1:(\d+)", log_file.read_text(errors="replace")
+                    r"Uvicorn running on http://127\.0\.0\.1:(\d+)", log_file.read_text(errors="replace")
                 )
 
             wait_until(listening, f"web {index}", web, log_file)
@@ -284,7 +281,7 @@ class Topology:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bin/topology", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--web", type=int, default=2, help="web processes (daphne), default 2")
+    parser.add_argument("--web", type=int, default=2, help="web processes, default 2")
     parser.add_argument("--workers", type=int, default=2, help="judge worker clusters, default 2")
     parser.add_argument(
         "--port",

@@ -11,8 +11,8 @@ never cut, which could merge two identities), or when the request also carries
 an identity header spelled with underscores (``X_Forwarded_User``): WSGI and
 Django's ASGI handler turn ``_`` and ``-`` into the same ``HTTP_X_FORWARDED_USER``,
 so a client could add its own header beside the one the proxy sets (the
-oauth2-proxy header smuggling of CVE-2025-64484). daphne drops such headers
-already; the check keeps that true under any ASGI server.
+oauth2-proxy header smuggling of CVE-2025-64484). The web server (uvicorn)
+passes such headers on; this check refuses them under any ASGI server.
 """
 
 import ipaddress

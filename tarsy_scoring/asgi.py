@@ -1,8 +1,6 @@
 """One ASGI application for HTTP and WebSocket traffic."""
 
-import logging
 import os
-import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -25,31 +23,3 @@ application = ProtocolTypeRouter(
     }
 )
 
-
-def _log_daphne_access_lines():
-    """daphne's command line writes its access lines to stdout itself, never as
-    JSON. It builds its access logger after loading this module: give it one that
-    makes log records of logger ``daphne.access``, formatted like every other line
-    (LOG_FORMAT, control characters escaped in text)."""
-    cli = sys.modules.get("daphne.cli")
-    if cli is None:  # not served by daphne's command line
-        return
-    from daphne.access import AccessLogGenerator
-
-    access_logger = logging.getLogger("daphne.access")
-
-    class LoggedAccessLog(AccessLogGenerator):
-        def write_entry(self, host, date, request, status=None, length=None, ident=None, user=None):
-            access_logger.info(
-                '%s "%s" %s %s',
-                host,
-                request,
-                status or "-",
-                length or "-",
-                extra={"client": host, "request": request, "status": status, "size": length},
-            )
-
-    cli.AccessLogGenerator = LoggedAccessLog
-
-
-_log_daphne_access_lines()

@@ -14,8 +14,8 @@ authentication, answering in the API's error shape (JSON with a ``detail``):
 * ``RequestBodyLimitMiddleware``, the Django middleware, for the WSGI path
   (and Django's test client): bodies that declare their length.
 
-What the web server holds before the application sees the body is its own
-affair: daphne reads a whole request before passing it on (docs/deploy.md).
+The web server (uvicorn, ``tarsy_scoring.server``) hands the body over as it
+arrives, with flow control, so a refused body is never held whole (docs/deploy.md).
 """
 
 from django.conf import settings

@@ -72,7 +72,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -408,7 +407,10 @@ LOGGING_CONFIG = "scoring.ops.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "scoring.ops.logs.ContextFilter"}},
+    "filters": {
+        "context": {"()": "scoring.ops.logs.ContextFilter"},
+        "access_fields": {"()": "scoring.ops.logs.AccessFields"},
+    },
     "formatters": {
         "text": {"()": "scoring.ops.logs.PlainFormatter"},
         "json": {"()": "scoring.ops.logs.JsonFormatter"},
@@ -417,7 +419,12 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    "loggers": {"LiteLLM": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    "loggers": {
+        "LiteLLM": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        # The web server's (tarsy_scoring/server.py): its lines go through the handler above.
+        "uvicorn.access": {"filters": ["access_fields"]},
+    },
 }
 
 # --- Events ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and
         wait_for_log(screen, r"Q Cluster \S+ \[tarsy-scoring\] running", run)
         started = psutil.Process(run.pid).children(recursive=True)
         names = " ".join(" ".join(process.cmdline()) for process in started)
-        assert "daphne" in names and "scoring_worker" in names
+        assert "tarsy_scoring.server" in names and "scoring_worker" in names
 
         run.send_signal(signal.SIGTERM)
         exit_code = run.wait(timeout=60)

@@ -1,7 +1,7 @@
 """Hostile requests get a clear 4xx in JSON, never a 5xx, and change nothing.
 
 Oversized bodies are refused with 413 before any view reads them, on the WSGI
-and the ASGI (daphne's) paths; malformed bodies, ids and query values get
+and the ASGI (web server's) paths; malformed bodies, ids and query values get
 400/404 with a message. (Field-by-field validation of session documents is in
 tests/api/test_sessions.py and tests/tarsy/test_ingest.py.)
 """

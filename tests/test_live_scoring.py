@@ -34,10 +34,10 @@ async def post_score(http_url: str, session_id) -> dict:
 
 
 def test_single_machine_a_client_sees_the_scoring_live_and_a_dropped_one_catches_up(
-    start_daphne, start_worker, judge_llm
+    start_web, start_worker, judge_llm
 ):
     judge_llm.push(Reply(TURN1, delay=1), Reply(TURN2, delay=1))
-    web = start_daphne()
+    web = start_web()
     start_worker(**judge_llm.env())
     session = make_session()
     channel = f"session:{session.session_id}"
@@ -63,13 +63,13 @@ def test_single_machine_a_client_sees_the_scoring_live_and_a_dropped_one_catches
 
 
 def test_a_client_offline_for_a_whole_scoring_gets_it_replayed_when_it_subscribes_again(
-    start_daphne, start_worker, judge_llm
+    start_web, start_worker, judge_llm
 ):
     """Go TARSy's dashboard (web/dashboard/src/services/websocket.ts) resubscribes
     after a reconnect and, having no ``db_event_id`` yet, asks for no catchup: the
     replay after ``subscribe`` must bring the whole scoring that ran meanwhile."""
     judge_llm.push(Reply(TURN1), Reply(TURN2))
-    web = start_daphne()
+    web = start_web()
     start_worker(**judge_llm.env())
     session = make_session()
     channel = f"session:{session.session_id}"
@@ -92,11 +92,11 @@ def test_a_client_offline_for_a_whole_scoring_gets_it_replayed_when_it_subscribe
 
 
 def test_with_redis_clients_on_two_web_processes_both_see_the_scoring(
-    start_daphne, start_worker, judge_llm, redis_server_url
+    start_web, start_worker, judge_llm, redis_server_url
 ):
     judge_llm.push(Reply(TURN1, delay=1), Reply(TURN2, delay=1))
-    first_web = start_daphne(redis_url=redis_server_url)
-    second_web = start_daphne(redis_url=redis_server_url)
+    first_web = start_web(redis_url=redis_server_url)
+    second_web = start_web(redis_url=redis_server_url)
     start_worker(**judge_llm.env(), REDIS_URL=redis_server_url)
     session = make_session()
     channel = f"session:{session.session_id}"

@@ -170,7 +170,7 @@ def test_the_runtime_lock_alone_runs_the_procfile_on_postgresql_and_redis(
     fake_llm.push(Reply(TURN1), Reply(TURN2))
     port = free_port()
     env = {
-        # The venv's programs (daphne, python) first, as its activation would put them;
+        # The venv's programs (python) first, as its activation would put them;
         # nothing of the test's own environment (its venv, DJANGO_SETTINGS_MODULE, ...).
         "PATH": f"{runtime_venv / 'bin'}:{os.environ['PATH']}",
         "HOME": os.environ.get("HOME", "/"),

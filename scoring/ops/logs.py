@@ -35,8 +35,14 @@ from types import MappingProxyType
 _context: ContextVar[Mapping[str, object]] = ContextVar("log_context", default=MappingProxyType({}))
 
 # Attributes every LogRecord has; anything else on a record came from the
-# context or from ``extra=``.
-_RECORD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "context"}
+# context or from ``extra=``. uvicorn passes each of its start-up lines again with
+# terminal colours (``color_message``), which no log line needs.
+_RECORD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {
+    "message",
+    "asctime",
+    "context",
+    "color_message",
+}
 
 
 def configure(config: dict) -> None:
@@ -67,6 +73,17 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.context = current_context()
+        return True
+
+
+class AccessFields(logging.Filter):
+    """On uvicorn's access lines (logger ``uvicorn.access``), the request's parts as fields:
+    ``client``, ``request`` (method and path) and ``status``, for JSON lines to be queried by."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) == 5:
+            client, method, path, _http_version, status = record.args
+            record.client, record.request, record.status = client, f"{method} {path}", status
         return True
 
 

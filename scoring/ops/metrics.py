@@ -83,8 +83,9 @@ def observe_llm_call(seconds: float, outcome: str) -> None:
 
 # Every label value comes from a fixed set, never from what a client sends: a
 # label value is a time series kept for the life of the process, so a client
-# choosing them could grow /metrics and the process without bound. Daphne
-# passes any method token (up to ~16 KB) through; the others count as "other".
+# choosing them could grow /metrics and the process without bound. An ASGI
+# server may pass method tokens it does not know (daphne passed any, up to ~16 KB;
+# uvicorn passes WebDAV's and others it parses): all count as "other".
 KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"})
 OTHER_METHOD = "other"
 

@@ -164,7 +164,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         reason = await database_sync_to_async(refusal_reason)(self.scope)
         if reason is not None:
-            # Closing before accepting refuses the handshake (daphne answers
+            # Closing before accepting refuses the handshake (the web server answers
             # HTTP 403). The dashboards reset their reconnect back-off whenever
             # a socket opens, so accepting and then closing would make them
             # reconnect several times a second, forever.

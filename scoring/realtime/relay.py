@@ -7,7 +7,7 @@ has not seen and publishes them to this process's layer. With a cross-process
 layer ``scoring.realtime.events.record`` publishes directly (each WebSocket connection
 resyncs from the table what did not arrive), and the relay only prunes.
 
-One relay runs per event loop (one per process under daphne); the first
+One relay runs per event loop (one per web process); the first
 WebSocket connection starts it.
 """
 

@@ -1,6 +1,6 @@
 """Scoring from the dashboard in a real browser, followed live over the WebSocket.
 
-Real daphne, a real judge worker and the fake judge LLM; the page's script
+Real web server, a real judge worker and the fake judge LLM; the page's script
 does the POST (with the CSRF token) and reacts to the events.
 """
 

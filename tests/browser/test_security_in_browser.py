@@ -1,6 +1,6 @@
 """Signing in and out, and the Content-Security-Policy, in a real browser.
 
-Real daphne and headless Chromium: the policy is enforced by the browser, and
+Real web server and headless Chromium: the policy is enforced by the browser, and
 a violation shows only there (a blocked script, style or worker).
 """
 

@@ -1,6 +1,6 @@
 """The fault suite's machinery, shared by tests/faults and bench/faults.py.
 
-A run requests scorings through the real API of a daphne process, lets worker
+A run requests scorings through the real API of a web server process, lets worker
 processes score them against the fake judge, injects a fault, waits until
 every scoring has ended, and reports what happened:
 

@@ -5,15 +5,14 @@ Django set up."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.support.servers import REPO_DIR, wait_for_log
+from tests.support.servers import LISTENING_PATTERN, REPO_DIR, wait_for_log, web_command
 from tests.support.throwaway_servers import free_port, stop_process
 
 
 class WebProcess:
-    """daphne on a fixed loopback port, so that a restart comes back at the same URL."""
+    """The web server on a fixed loopback port, so that a restart comes back at the same URL."""
 
     def __init__(self, env: dict[str, str], log_dir: Path):
         self.env = env
@@ -25,15 +24,13 @@ class WebProcess:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> WebProcess:
-        log = self.log_dir / f"daphne-{self.port}-{self.starts}.log"
+        log = self.log_dir / f"web-{self.port}-{self.starts}.log"
         self.starts += 1
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                 "tarsy_scoring.asgi:application"],
-                cwd=REPO_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        wait_for_log(log, r"Listening on TCP address", self.process)
+                web_command(self.port), cwd=REPO_DIR, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        wait_for_log(log, LISTENING_PATTERN, self.process)
         return self
 
     def stop(self) -> None:

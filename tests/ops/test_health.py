@@ -140,9 +140,9 @@ def test_a_check_that_hangs_is_reported_after_the_timeout(transactional_db, sett
         ("0", "OperationalError (the process log has the details)"),
     ],  # pooled, or not
 )
-def test_database_check_fails_in_a_process_whose_database_is_down(start_daphne, pool_max_size, detail):
+def test_database_check_fails_in_a_process_whose_database_is_down(start_web, pool_max_size, detail):
     """A web process pointed at a PostgreSQL that does not run: alive, not ready."""
-    server = start_daphne(
+    server = start_web(
         DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/none", DB_POOL_MAX_SIZE=pool_max_size
     )
 

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class LoopbackCommunicator(WebsocketCommunicator):
-    """A handshake from ``client`` (daphne puts the peer address in the scope)."""
+    """A handshake from ``client`` (the web server puts the peer address in the scope)."""
 
     def __init__(self, headers=(), client=("127.0.0.1", 50123)):
         super().__init__(application, WS_PATH, headers=list(headers))
@@ -48,8 +48,8 @@ class LoopbackCommunicator(WebsocketCommunicator):
         return await self.receive_json_from(TIMEOUT_S)
 
     async def refused(self) -> bool:
-        """Whether the server closed the handshake without accepting it (daphne
-        answers such a handshake with HTTP 403; see test_realtime_processes)."""
+        """Whether the server closed the handshake without accepting it (the web
+        server answers such a handshake with HTTP 403; see test_realtime_processes)."""
         connected, _ = await self.connect(TIMEOUT_S)
         return not connected
 

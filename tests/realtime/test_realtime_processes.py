@@ -1,4 +1,4 @@
-"""Events from a separate (worker-like) process reach WebSocket clients of real daphne processes.
+"""Events from a separate (worker-like) process reach WebSocket clients of real web server processes.
 
 Single-machine mode: in-memory channel layer, the web process relays stored
 events. Redis mode: the recording process publishes through Redis to every web
@@ -34,8 +34,8 @@ async def record_elsewhere(env, score, run):
     return await asyncio.to_thread(record_in_process, env, score.score_id, run)
 
 
-def test_worker_events_reach_a_subscriber_through_the_relay(start_daphne, score):
-    server = start_daphne()
+def test_worker_events_reach_a_subscriber_through_the_relay(start_web, score):
+    server = start_web()
 
     async def scenario():
         async with EventClient.connect(server.ws_url) as client:
@@ -52,13 +52,13 @@ def test_worker_events_reach_a_subscriber_through_the_relay(start_daphne, score)
 
 
 def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_without_duplicates(
-    start_daphne, score
+    start_web, score
 ):
     """tarsy-bot's dashboard (dashboard/src/services/websocketService.ts) after a
     reconnect: ``subscribe``, then ``catchup`` from the last ``id`` it saw. Go TARSy's
     dashboard does the same from ``db_event_id``. The replay that follows the
     subscribe and the catchup together bring every missed event, each once."""
-    server = start_daphne()
+    server = start_web()
     channel = f"session:{score.session_id}"
 
     async def scenario():
@@ -99,12 +99,12 @@ def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_withou
 
 
 def test_client_that_saw_nothing_before_the_drop_gets_the_whole_run_replayed_on_subscribe(
-    start_daphne, score
+    start_web, score
 ):
     """Go TARSy's dashboard asks for a catchup only once it has a ``db_event_id``
     (tarsy-bot's, once it has an ``id``): a client that subscribed, dropped, and
     missed a whole scoring relies on the replay after its next ``subscribe``."""
-    server = start_daphne()
+    server = start_web()
     channel = f"session:{score.session_id}"
 
     async def scenario():
@@ -125,10 +125,10 @@ def logged_in_cookie() -> dict:
     return {"Cookie": f"sessionid={client.cookies['sessionid'].value}"}
 
 
-def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_daphne):
+def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_web):
     """Both dashboards reset their back-off when a socket opens and reconnect after
     any close: refused in the handshake (never opened), they back off to 3 s."""
-    server = start_daphne()
+    server = start_web()
     host = server.http_url.removeprefix("http://")
     proxy_user = {"X-Forwarded-User": "alice"}
     cookie = logged_in_cookie()
@@ -147,8 +147,8 @@ def test_unauthenticated_and_foreign_origin_handshakes_get_http_403(start_daphne
     assert status(cookie, origin=f"http://{host}") == 101
 
 
-def test_redis_mode_delivers_to_clients_of_two_web_processes(start_daphne, redis_server_url, score):
-    first_web, second_web = start_daphne(redis_url=redis_server_url), start_daphne(redis_url=redis_server_url)
+def test_redis_mode_delivers_to_clients_of_two_web_processes(start_web, redis_server_url, score):
+    first_web, second_web = start_web(redis_url=redis_server_url), start_web(redis_url=redis_server_url)
 
     async def scenario():
         async with (

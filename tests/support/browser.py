@@ -1,6 +1,6 @@
 """A real headless Chromium (Debian's ``chromium`` package) driven by Playwright.
 
-The browser tests run the whole service: a daphne process, a judge worker
+The browser tests run the whole service: a web server process, a judge worker
 cluster and the fake judge LLM, all on the test database.
 
     def test_x(live_site, signed_in):
@@ -29,7 +29,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connections
 
-from tests.support.servers import REPO_DIR, DaphneServer, child_env
+from tests.support.servers import REPO_DIR, WebServer, child_env
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -100,8 +100,8 @@ def collected_static():
 
 @dataclass
 class LiveSite:
-    server: DaphneServer
-    start_daphne: Callable[..., DaphneServer]
+    server: WebServer
+    start_web: Callable[..., WebServer]
 
     @property
     def http_url(self) -> str:
@@ -111,19 +111,19 @@ class LiveSite:
         return self.http_url + path
 
     def stop_server(self) -> None:
-        """Stop daphne: open pages lose their WebSocket and cannot reconnect (the worker runs on)."""
+        """Stop the web server: open pages lose their WebSocket and cannot reconnect (the worker runs on)."""
         self.server.stop()
 
     def restart_server(self) -> None:
-        """Start daphne again on the same port, where the open pages reconnect."""
-        self.server = self.start_daphne(port=self.server.port)
+        """Start the web server again on the same port, where the open pages reconnect."""
+        self.server = self.start_web(port=self.server.port)
 
 
 @pytest.fixture
-def live_site(collected_static, start_daphne, start_worker, judge_llm) -> LiveSite:
-    """daphne + a judge worker using the fake judge; the pages are served by daphne."""
+def live_site(collected_static, start_web, start_worker, judge_llm) -> LiveSite:
+    """A web server + a judge worker using the fake judge; the pages are served by the web server."""
     start_worker(**judge_llm.env())
-    return LiveSite(start_daphne(), start_daphne)
+    return LiveSite(start_web(), start_web)
 
 
 @pytest.fixture

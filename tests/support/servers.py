@@ -1,4 +1,4 @@
-"""Real server processes for tests: daphne, a Redis, and helpers around them
+"""Real server processes for tests: the web server, a Redis, and helpers around them
 (throwaway_servers.py starts PostgreSQL and Redis).
 
 Child processes share the test database, so with SQLite the test database is a
@@ -6,8 +6,8 @@ file here (``django_db_modify_db_settings``), not in memory. Tests that start
 processes use ``transactional_db``: what they store is committed, and visible
 to the children.
 
-    def test_x(start_daphne):
-        server = start_daphne()                  # in-memory channel layer
+    def test_x(start_web):
+        server = start_web()                     # in-memory channel layer
         async with EventClient.connect(server.ws_url) as client: ...
         run_in_process(server.env, "print(1)")   # manage.py shell with the same env
 """
@@ -105,8 +105,17 @@ def wait_for_log(
     )
 
 
-class DaphneServer:
-    """A daphne process serving ``tarsy_scoring.asgi:application`` on loopback
+# The line the web server writes once it listens, with its port (tarsy_scoring/server.py).
+LISTENING_PATTERN = r"Uvicorn running on http://127\.0\.0\.1:(\d+)"
+
+
+def web_command(port: int = 0, app: str = "tarsy_scoring.asgi:application") -> list[str]:
+    """The command that starts the web server on loopback, as bin/run does (0: a free port)."""
+    return [sys.executable, "-m", "tarsy_scoring.server", "--port", str(port), app]
+
+
+class WebServer:
+    """A web server process serving ``tarsy_scoring.asgi:application`` on loopback
     (on ``port``; 0: a free one)."""
 
     def __init__(self, env: dict[str, str], log: Path, port: int = 0):
@@ -114,24 +123,9 @@ class DaphneServer:
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "tarsy_scoring.asgi:application",
-                ],
-                cwd=REPO_DIR,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
+                web_command(port), cwd=REPO_DIR, env=env, stdout=out, stderr=subprocess.STDOUT
             )
-        self.port = int(
-            wait_for_log(log, r"Listening on TCP address 127\.0\.0\.1:(\d+)", self.process).group(1)
-        )
+        self.port = int(wait_for_log(log, LISTENING_PATTERN, self.process).group(1))
         self.ws_url = f"ws://127.0.0.1:{self.port}{WS_PATH}"
         self.http_url = f"http://127.0.0.1:{self.port}"
 
@@ -140,17 +134,17 @@ class DaphneServer:
 
 
 @pytest.fixture
-def start_daphne(transactional_db, tmp_path):
-    """Factory: ``start_daphne(redis_url=None, port=0, **env)`` starts a daphne process.
+def start_web(transactional_db, tmp_path):
+    """Factory: ``start_web(redis_url=None, port=0, **env)`` starts a web server process.
 
     Every process started is stopped at the end of the test (before the
     database is flushed).
     """
-    servers: list[DaphneServer] = []
+    servers: list[WebServer] = []
 
-    def start(redis_url: str | None = None, port: int = 0, **env: str) -> DaphneServer:
-        log = tmp_path / f"daphne-{len(servers)}.log"
-        server = DaphneServer(child_env(redis_url, **env), log, port)
+    def start(redis_url: str | None = None, port: int = 0, **env: str) -> WebServer:
+        log = tmp_path / f"web-{len(servers)}.log"
+        server = WebServer(child_env(redis_url, **env), log, port)
         servers.append(server)
         return server
 

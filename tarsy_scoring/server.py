@@ -1,0 +1,65 @@
+"""The web server: uvicorn serving the ASGI application, configured here once for every
+place that starts it (Procfile, Dockerfile, bin/run, bin/topology, the tests, the benchmarks).
+
+    python -m tarsy_scoring.server --host 0.0.0.0 --port 8000
+
+uvicorn hands a request body to the application as it arrives, with flow control, so the
+body limit (``tarsy_scoring.request_limits``) refuses an over-limit body before the process
+holds it (docs/deploy.md#request-body-size). What is fixed here, and why:
+
+* ``proxy_headers=False``: uvicorn would otherwise take the client address from
+  ``X-Forwarded-For`` sent from loopback (``FORWARDED_ALLOW_IPS``); the trusted-proxy rule
+  (``TRUSTED_PROXY_IPS``, scoring/auth.py) must see the peer's own address.
+* ``log_config=None``: uvicorn's loggers (``uvicorn.error``, ``uvicorn.access``) keep no
+  handlers of their own, so Django's LOGGING writes their lines like every other
+  (``LOG_FORMAT``, control characters escaped).
+* the application is loaded before the event loop starts, as Django's start-up (settings
+  checks, the database pool) expects to run outside one.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+
+APPLICATION = "tarsy_scoring.asgi:application"
+# On SIGTERM: stop accepting, close WebSockets (code 1012, clients reconnect elsewhere), and
+# let requests in progress finish for this long before they are cancelled; below the 10 s
+# a container platform waits before SIGKILL.
+GRACEFUL_SHUTDOWN_S = 8
+# An idle keep-alive connection stays open this long (uvicorn's default is 5 s): longer than
+# the 60 s a load balancer or nginx keeps an idle upstream connection, so that the server
+# never closes one just as the balancer sends a request on it (a 502 for that request).
+KEEP_ALIVE_S = 75
+
+
+def config(app: str = APPLICATION, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http="httptools",
+        ws="websockets-sansio",
+        lifespan="off",  # the application has no start-up or shutdown hooks of ASGI's
+        proxy_headers=False,
+        server_header=False,
+        log_config=None,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_keep_alive=KEEP_ALIVE_S,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tarsy_scoring.server", description="The web server.")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0: a free one (default 8000)")
+    parser.add_argument("app", nargs="?", default=APPLICATION, help=f"ASGI application ({APPLICATION})")
+    args = parser.parse_args(argv)
+    server_config = config(args.app, args.host, args.port)
+    server_config.load()
+    uvicorn.Server(server_config).run()
+
+
+if __name__ == "__main__":
+    main()
