@@ -289,8 +289,15 @@ def takes_cache_breakpoints() -> bool:
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
+    return _listed_input_window(settings.SCORING_LLM_MODEL)
+
+
+@cache
+def _listed_input_window(model: str) -> int | None:
+    """``model_input_window`` of one model, looked up once per process (the list is a local
+    file, read at import; a lookup costs a scoring about half a millisecond)."""
     try:
-        info = _litellm().get_model_info(settings.SCORING_LLM_MODEL)
+        info = _litellm().get_model_info(model)
     except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
         return None
     return info.get("max_input_tokens") or info.get("max_tokens") or None
@@ -472,9 +479,8 @@ def _read_response(response) -> tuple[str, int | None, int | None, int | None]:
 
 
 def _cost_usd(response) -> Decimal | None:
-    try:
-        cost = _litellm().completion_cost(completion_response=response)
-    except Exception as exc:  # noqa: BLE001 - litellm raises several kinds for a model without a price
-        logger.debug("no cost for this judge reply: %s", exc)
-        return None
-    return Decimal(str(cost))
+    """The reply's cost as litellm computed it for the response (``completion_cost``, the cache
+    discount included), kept in its hidden parameters: computing it again cost the worker
+    about a millisecond per call. None when litellm has no price for the model."""
+    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+    return None if cost is None else Decimal(str(cost))
