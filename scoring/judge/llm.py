@@ -55,11 +55,16 @@ class LLMReply:
     cached_input_tokens: int | None = None
 
 
+def max_input_chars() -> int:
+    """The most characters of a prompt that ``check_input_size`` lets through."""
+    return CHARS_PER_TOKEN * settings.SCORING_MAX_INPUT_TOKENS
+
+
 def check_input_size(prompt_chars: int) -> None:
     """Refuse a prompt of ``prompt_chars`` characters whose estimated tokens exceed
     SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
-    tokens = estimated_tokens(prompt_chars)
-    if tokens > settings.SCORING_MAX_INPUT_TOKENS:
+    if prompt_chars > max_input_chars():
+        tokens = estimated_tokens(prompt_chars)
         raise InputTooLarge(
             f"the judge prompt of this session is about {tokens:,} tokens (estimated at "
             f"{CHARS_PER_TOKEN} characters a token), over SCORING_MAX_INPUT_TOKENS="
