@@ -95,17 +95,24 @@ def fake_judge(latency_s: float, log, *options: str):
 
 
 def make_sessions(count: int) -> list[uuid.UUID]:
-    """``count`` finished sessions, copies of the TARSy example (14 KB), stored at once."""
+    """``count`` finished sessions, copies of the TARSy example (14 KB), stored at once with
+    what storing one through the API keeps beside it (its digest and prompt length)."""
     import json
 
+    from scoring.judge.conversation import build_score_prompt
+    from scoring.judge.rendering import investigation_digest
     from scoring.models import AlertSession
     from scoring.tarsy import ingest
 
     fields = ingest.parse_session(json.loads(SAMPLE.read_text()))
     sessions = []
     for _ in range(count):
-        fields["session_id"] = uuid.uuid4()
-        sessions.append(AlertSession(**fields))
+        session = AlertSession(**{**fields, "session_id": uuid.uuid4()})
+        session.investigation_digest = investigation_digest(session)
+        sessions.append(session)
+    prompt_chars = len(build_score_prompt(sessions[0]))  # the copies differ only in their ids
+    for session in sessions:
+        session.judge_prompt_chars = prompt_chars
     AlertSession.objects.bulk_create(sessions, batch_size=200)
     return [session.session_id for session in sessions]
 

@@ -27,6 +27,7 @@ from scoring.judge import circuit, conversation, errors, injection, llm, renderi
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     AlertSession,
+    MissingTool,
     ReviewVerdict,
     ScoreReview,
     ScoringCriteria,
@@ -372,13 +373,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
     with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
         deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
         try:
-            # A session too large to send fails before it is loaded, scanned and rendered
-            # (its prompt length is kept at ingest); the prompt itself is checked again.
-            kept = AlertSession.objects.filter(pk=score.session_id).values_list("judge_prompt_chars", flat=True)
-            prompt_chars = kept.first()
-            if prompt_chars is not None:
-                llm.check_input_size(prompt_chars)
-            session = AlertSession.objects.get(pk=score.session_id)
+            session = _session_to_judge(score.session_id)
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
             llm.release_db_connection()
             # Instruction-like text in the session is only flagged: the prompt fences
@@ -412,6 +407,18 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except Exception as exc:  # not left in progress until the orphan sweep blames a dead worker
             logger.exception("the judge's result for score %s could not be stored", score.score_id)
             return fail_scoring(score.score_id, f"could not store the judge's result: {type(exc).__name__}: {exc}")
+
+
+def _session_to_judge(session_id) -> AlertSession:
+    """The session, loaded unless it is too large to send: that fails (``InputTooLarge``)
+    before it is loaded, scanned and rendered, by the prompt length kept at ingest (the
+    prompt itself is checked again). One query in the common case."""
+    sessions = AlertSession.objects.filter(pk=session_id)
+    session = sessions.exclude(judge_prompt_chars__gt=llm.max_input_chars()).first()
+    if session is None:
+        llm.check_input_size(sessions.values_list("judge_prompt_chars", flat=True).get())
+        session = sessions.get()  # it was stored again, smaller, meanwhile
+    return session
 
 
 def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> SessionScore | None:
@@ -460,28 +467,50 @@ def take_turn(lock_key: int) -> None:
 
 def _record_progress(score: SessionScore, phase: str) -> None:
     try:
-        with transaction.atomic():
-            # Not after the score was failed meanwhile (worker shutdown, orphan cleanup).
-            if SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).exists():
-                events.record(events.PROGRESS, score, phase=phase)
+        # Not after the score was failed meanwhile (worker shutdown, orphan cleanup): one
+        # statement checks that and stores the event.
+        events.record_if(_in_progress_guard(score.score_id), events.PROGRESS, score, phase=phase)
     except DatabaseError:
         # Progress is informative; a database restart must not cost the judge's work.
         logger.warning("could not record progress %r of score %s; going on", phase, score.score_id, exc_info=True)
         connection.close()
 
 
+def _in_progress_guard(score_id) -> tuple[str, list]:
+    """A SELECT that finds a row while the score is in progress, for ``events.record_if``."""
+    table, pk, status = (
+        connection.ops.quote_name(name)
+        for name in (SessionScore._meta.db_table, SessionScore._meta.pk.column, "status")
+    )
+    score_id = SessionScore._meta.pk.get_db_prep_value(score_id, connection)
+    return f"SELECT 1 FROM {table} WHERE {pk} = %s AND {status} = %s", [score_id, Status.IN_PROGRESS.value]
+
+
 def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -> SessionScore | None:
     """Store the judge's result; ``warnings`` are the injection findings, kept with what
-    fitting the window cut (the breakdown's warning is added from the reply)."""
+    fitting the window cut (the breakdown's warning is added from the reply).
+
+    What ``judge.replies`` reads from the replies is read first, so that the move's UPDATE
+    stores the criteria with the result (and the session's copy holds them); the missing
+    tools are stored in the move's transaction (a new completion has none to replace)."""
+    completed = SessionScore(
+        score_id=score_id,
+        total_score=result.total_score,
+        score_analysis=result.score_analysis,
+        missing_tools_analysis=result.missing_tools_analysis,
+        warnings=[*warnings, result.input_warning] if result.input_warning else warnings,
+    )
+    tools = _read_replies(completed, MissingTool)
     score = _transition(
         score_id,
         Status.COMPLETED,
         event_fields={"total_score": result.total_score},
-        # The move's own copy onto the session follows, with the criteria stored.
-        in_transaction=lambda completed: store_reply_structure([completed], copy_to_sessions=False),
+        in_transaction=lambda _: _store_missing_tools(tools),
         total_score=result.total_score,
         score_analysis=result.score_analysis,
         missing_tools_analysis=result.missing_tools_analysis,
+        dimensions=completed.dimensions,
+        warnings=completed.warnings,
         judge_model=result.judge_model,
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
@@ -491,7 +520,6 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
         score_spread=result.score_spread,
         unstable=result.unstable,
         input_coverage=result.input_coverage,
-        warnings=[*warnings, result.input_warning] if result.input_warning else warnings,
         completed_at_us=now_us(),
     )
     if score is None:
@@ -499,13 +527,31 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
     return score
 
 
-def store_reply_structure(scores, *, copy_to_sessions: bool = True) -> list:
-    """Store what ``judge.replies`` reads from these completed scores' text, inside the
-    caller's transaction, replacing what an earlier reading stored: ``dimensions``, the
-    breakdown's warning (in ``warnings``, beside the injection findings) and the
-    ``missing_tools`` rows, which are returned. The score objects are updated too, and
-    so is their sessions' copy of their newest completed score (unless the caller writes
-    that copy next: ``copy_to_sessions=False``, as a completion's move does).
+def _store_missing_tools(tools: list) -> None:
+    if tools:
+        MissingTool.objects.bulk_create(tools)
+
+
+def _read_replies(score, tool_model) -> list:
+    """Read what ``judge.replies`` finds in a completed score's text: sets its ``dimensions``
+    and its breakdown's warning (in ``warnings``, replacing an earlier one, after the injection
+    findings), and returns its ``missing_tools`` rows, unsaved."""
+    score.dimensions = replies.parse_dimensions(score.score_analysis)
+    warning = replies.breakdown_warning(score.dimensions, score.total_score)
+    score.warnings = [text for text in score.warnings or [] if not replies.is_breakdown_warning(text)]
+    score.warnings += [warning] if warning else []
+    return [
+        tool_model(score=score, name=tool.name, key=tool.key, position=position)
+        for position, tool in enumerate(replies.parse_missing_tools(score.missing_tools_analysis))
+    ]
+
+
+def store_reply_structure(scores) -> list:
+    """Store what ``judge.replies`` reads from these completed scores' text (``_read_replies``),
+    inside the caller's transaction, replacing what an earlier reading stored: ``dimensions``,
+    the breakdown's warning and the ``missing_tools`` rows, which are returned. The score
+    objects are updated too, and so is their sessions' copy of their newest completed score.
+    (A completion reads its replies itself, before its move: ``_complete``.)
 
     The scores may be of a migration's historical model: the tools' model is the one
     their ``missing_tools`` relation points to, so ``0016_parse_backfill`` runs this too.
@@ -514,21 +560,9 @@ def store_reply_structure(scores, *, copy_to_sessions: bool = True) -> list:
         return []
     score_model = type(scores[0])
     tool_model = score_model._meta.get_field("missing_tools").related_model
-    tools = []
-    for score in scores:
-        score.dimensions = replies.parse_dimensions(score.score_analysis)
-        warning = replies.breakdown_warning(score.dimensions, score.total_score)
-        score.warnings = [text for text in score.warnings or [] if not replies.is_breakdown_warning(text)]
-        score.warnings += [warning] if warning else []
-        tools += [
-            tool_model(score=score, name=tool.name, key=tool.key, position=position)
-            for position, tool in enumerate(replies.parse_missing_tools(score.missing_tools_analysis))
-        ]
-    if len(scores) == 1:  # a completion: a plain UPDATE compiles in a fraction of bulk_update's CASE
-        score_model.objects.filter(pk=scores[0].pk).update(dimensions=scores[0].dimensions, warnings=scores[0].warnings)
-    else:
-        score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
-    if copy_to_sessions and score_model is SessionScore:
+    tools = [tool for score in scores for tool in _read_replies(score, tool_model)]
+    score_model.objects.bulk_update(scores, ["dimensions", "warnings"])
+    if score_model is SessionScore:
         # The sessions' copy of their newest completed score holds its dimensions. (A
         # historical model is 0016's, older than the copy, which 0021 back-fills.)
         copy_latest_scores({score.session_id for score in scores})
@@ -615,14 +649,41 @@ def _move(
     """``_transition``'s write, inside the caller's transaction. ``in_transaction`` runs
     before the session's copy of its scores is written, so that the copy holds what it wrote."""
     sources = [source for source, targets in _ALLOWED_TRANSITIONS.items() if to_status in targets]
-    if not SessionScore.objects.filter(pk=score_id, status__in=sources).update(status=to_status, **values):
+    score = _update_returning(SessionScore.objects.filter(pk=score_id, status__in=sources), status=to_status, **values)
+    if score is None:
         return None
-    score = SessionScore.objects.get(pk=score_id)
     if in_transaction is not None:
         in_transaction(score)
     copy_latest_scores([score.session_id])
     events.record(_EVENT_FOR_STATUS[to_status], score, **(event_fields or {}))
     return score
+
+
+def _update_returning(scores, **values) -> SessionScore | None:
+    """``scores.update(**values)`` for at most one score, and the score as updated (None when
+    none matched): one statement (UPDATE ... RETURNING) where the ORM takes an UPDATE and a SELECT."""
+    update = scores.query.chain(UpdateQuery)
+    update.add_update_values(values)
+    sql, params = update.get_compiler(connection=connection).as_sql()
+    fields = SessionScore._meta.concrete_fields
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} RETURNING {_score_columns()}", params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    table = SessionScore._meta.db_table
+    converted = []
+    for field, value in zip(fields, row):
+        column = field.get_col(table)
+        for convert in [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]:
+            value = convert(value, column, connection)
+        converted.append(value)
+    return SessionScore.from_db(connection.alias, [field.attname for field in fields], converted)
+
+
+@cache
+def _score_columns() -> str:
+    return ", ".join(connection.ops.quote_name(field.column) for field in SessionScore._meta.concrete_fields)
 
 
 def _retrying_once(write, what: str):

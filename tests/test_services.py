@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from scoring import batches, services
 from scoring.judge import circuit, rendering
@@ -112,6 +113,46 @@ def test_events_report_start_both_phases_and_completion(judge_llm):
         (events.PROGRESS, {"phase": "identifying_missing_tools"}),
         (events.COMPLETED, {"total_score": 63}),
     ]
+
+
+def test_progress_is_recorded_only_while_the_score_is_in_progress():
+    """A score failed while its judge runs (a worker's shutdown, the orphan cleanup) gets no
+    progress events after its failure."""
+    running, failed = (make_score(make_session(), status) for status in ("in_progress", "failed"))
+
+    for score in (running, failed):
+        services._record_progress(score, events.PHASE_ANALYZING)
+
+    assert event_log(running) == [(events.PROGRESS, {"phase": events.PHASE_ANALYZING})]
+    assert event_log(failed) == []
+
+
+# SQL statements of a claim of one pending score and of its judge job to completion, as
+# counted in a test (its transactions are savepoints); docs/performance.md, "Judge pipeline".
+STATEMENTS_PER_SCORING = {"sqlite": (8, 14), "postgresql": (9, 14)}
+
+
+def test_a_scoring_takes_no_more_sql_statements_than_pinned(judge_llm):
+    """Each statement costs a worker more CPU in Django and the driver than it costs the
+    database: this pins their number, so that it cannot creep back unnoticed. The pacing's
+    read of a provider's hold is left out: it is made at most every NOT_BEFORE_READ_S."""
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    session = make_session()
+    session.investigation_digest = rendering.investigation_digest(session)  # as stored by the API
+    session.save()
+    make_score(session, ScoringStatus.PENDING)
+
+    with CaptureQueriesContext(connection) as claim:
+        [score] = services.claim_pending_scores(1)
+    with CaptureQueriesContext(connection) as run:
+        assert services.run_claimed_score(score).status == ScoringStatus.COMPLETED
+
+    def statements(captured) -> list[str]:
+        return [query["sql"] for query in captured if "judge_pacing" not in query["sql"]]
+
+    assert (len(statements(claim)), len(statements(run))) == STATEMENTS_PER_SCORING[connection.vendor], (
+        statements(claim) + ["--- run ---"] + statements(run)
+    )
 
 
 def test_a_session_stored_before_digests_gets_the_digest_of_the_version_scored(judge_llm):
@@ -686,11 +727,11 @@ def test_what_is_read_is_stored_in_the_completions_transaction(judge_llm, monkey
     judge_llm.push(Reply(f"{BREAKDOWN}\n\n60"), Reply(TOOLS))
     score = pending_score()
 
-    def failing(scores, **options):
-        assert SessionScore.objects.get(pk=scores[0].pk).status == "completed"  # inside the move
+    def failing(tools):
+        assert SessionScore.objects.get(pk=tools[0].score_id).status == "completed"  # inside the move
         raise RuntimeError("the tools could not be stored")
 
-    monkeypatch.setattr(services, "store_reply_structure", failing)
+    monkeypatch.setattr(services, "_store_missing_tools", failing)
 
     run_next_scoring()
 

@@ -12,13 +12,15 @@ fit, nothing is sent (``InputTooLarge``).
 Counting the tokens of megabytes with litellm's counter takes seconds, so a text over
 ``EXACT_COUNT_MAX_CHARS`` is estimated from evenly spread slices of it, with a margin;
 shorter texts (every prompt fitted to a window of up to about 200k tokens) are counted
-exactly.
+exactly, but for a prompt whose UTF-8 bytes alone show that it fits (a token stands for at
+least one byte), which is not counted at all.
 """
 
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from django.conf import settings
 
@@ -36,6 +38,8 @@ MESSAGE_OVERHEAD_TOKENS = 6 * 8
 KEEP_MIN_CHARS = 2_000
 # A cut edge moves back to a line break when one is this close, so that lines stay whole.
 LINE_SNAP_CHARS = 256
+# Tokens a tokenizer may add to a text's own (a beginning-of-text mark, a leading space).
+TOKENIZER_SPECIAL_TOKENS = 16
 # Texts up to this long are counted exactly (about 0.1 s); longer ones are estimated.
 EXACT_COUNT_MAX_CHARS = 1_000_000
 ESTIMATE_SLICES = 32
@@ -98,11 +102,17 @@ def prompt_room(window: int) -> int:
     reply and the follow-up, and the window must still hold turn 2's reply."""
     return window - (
         2 * REPLY_TOKENS
-        + llm.count_tokens(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
-        + llm.count_tokens(RESTATE_SCORE_PROMPT)
+        + _follow_up_tokens(settings.SCORING_LLM_MODEL)
         + RESTATED_REPLY_TOKENS
         + MESSAGE_OVERHEAD_TOKENS
     )
+
+
+@cache
+def _follow_up_tokens(model: str) -> int:
+    """The tokens of the fixed follow-up and restate prompts for ``model`` (``count_tokens``
+    counts for the configured model), counted once per process rather than per scoring."""
+    return llm.count_tokens(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS) + llm.count_tokens(RESTATE_SCORE_PROMPT)
 
 
 # --- Counting -------------------------------------------------------------------------------
@@ -113,6 +123,15 @@ def prompt_tokens(text: str) -> int:
     if len(text) <= EXACT_COUNT_MAX_CHARS:
         return llm.count_tokens(text)
     return _estimated(text)
+
+
+def _tokens_within(text: str, room: int) -> int:
+    """``text``'s tokens counted, or, when its UTF-8 bytes alone show that it fits ``room``,
+    that bound without counting (most prompts: counting a 30 KB prompt costs the worker a
+    millisecond or two). A token of the byte-level tokenizers litellm counts with stands
+    for at least one byte; ``TOKENIZER_SPECIAL_TOKENS`` covers those they add."""
+    bound = len(text.encode("utf-8", "surrogatepass")) + TOKENIZER_SPECIAL_TOKENS
+    return bound if bound <= room else llm.count_tokens(text)
 
 
 def _estimated(text: str) -> int:
@@ -141,7 +160,9 @@ class Cut:
 @dataclass(frozen=True)
 class FittedPrompt:
     prompt: str
-    tokens: int  # counted, or estimated with a margin for a prompt over EXACT_COUNT_MAX_CHARS
+    # Counted; or at most, when its bytes show it fits; or estimated with a margin for a
+    # prompt over EXACT_COUNT_MAX_CHARS.
+    tokens: int
     window: int
     coverage: float  # the share of the investigation's characters the prompt holds, 0..1
     cuts: tuple[Cut, ...] = ()
@@ -187,7 +208,7 @@ def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> Fi
     llm.check_input_size(len(frame) + len(investigation))
     if len(investigation) <= EXACT_COUNT_MAX_CHARS:
         prompt = build(investigation)
-        tokens = llm.count_tokens(prompt)
+        tokens = _tokens_within(prompt, room)
     else:  # estimated without building a prompt of megabytes that may not be sent
         prompt = None
         tokens = llm.count_tokens(frame) + _estimated(investigation)

@@ -55,11 +55,16 @@ class LLMReply:
     cached_input_tokens: int | None = None
 
 
+def max_input_chars() -> int:
+    """The most characters of a prompt that ``check_input_size`` lets through."""
+    return CHARS_PER_TOKEN * settings.SCORING_MAX_INPUT_TOKENS
+
+
 def check_input_size(prompt_chars: int) -> None:
     """Refuse a prompt of ``prompt_chars`` characters whose estimated tokens exceed
     SCORING_MAX_INPUT_TOKENS (raises InputTooLarge)."""
-    tokens = estimated_tokens(prompt_chars)
-    if tokens > settings.SCORING_MAX_INPUT_TOKENS:
+    if prompt_chars > max_input_chars():
+        tokens = estimated_tokens(prompt_chars)
         raise InputTooLarge(
             f"the judge prompt of this session is about {tokens:,} tokens (estimated at "
             f"{CHARS_PER_TOKEN} characters a token), over SCORING_MAX_INPUT_TOKENS="
@@ -289,8 +294,15 @@ def takes_cache_breakpoints() -> bool:
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
+    return _listed_input_window(settings.SCORING_LLM_MODEL)
+
+
+@cache
+def _listed_input_window(model: str) -> int | None:
+    """``model_input_window`` of one model, looked up once per process (the list is a local
+    file, read at import; a lookup costs a scoring about half a millisecond)."""
     try:
-        info = _litellm().get_model_info(settings.SCORING_LLM_MODEL)
+        info = _litellm().get_model_info(model)
     except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
         return None
     return info.get("max_input_tokens") or info.get("max_tokens") or None
@@ -472,9 +484,8 @@ def _read_response(response) -> tuple[str, int | None, int | None, int | None]:
 
 
 def _cost_usd(response) -> Decimal | None:
-    try:
-        cost = _litellm().completion_cost(completion_response=response)
-    except Exception as exc:  # noqa: BLE001 - litellm raises several kinds for a model without a price
-        logger.debug("no cost for this judge reply: %s", exc)
-        return None
-    return Decimal(str(cost))
+    """The reply's cost as litellm computed it for the response (``completion_cost``, the cache
+    discount included), kept in its hidden parameters: computing it again cost the worker
+    about a millisecond per call. None when litellm has no price for the model."""
+    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+    return None if cost is None else Decimal(str(cost))

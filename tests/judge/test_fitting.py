@@ -143,6 +143,17 @@ def test_a_prompt_that_fits_is_sent_unchanged(name):
     assert (fitted.coverage, fitted.cuts, fitted.warning) == (1.0, (), None)
 
 
+@pytest.mark.parametrize("text", ["ascii log line\n", "журнал подов\n", "日志行 ⚠️🔥\n", "\x00\x01 \t"])
+@pytest.mark.parametrize("model", ["openai/gpt-4o", "openai/fake-judge", "anthropic/claude-sonnet-4-5"])
+def test_a_prompt_sent_uncounted_because_its_bytes_fit_has_no_more_tokens_than_that(settings, text, model):
+    settings.SCORING_LLM_MODEL = model
+    prompt = text * 2_000
+    room = len(prompt.encode()) + fitting.TOKENIZER_SPECIAL_TOKENS
+
+    assert llm.count_tokens(prompt) <= fitting._tokens_within(prompt, room) == room
+    assert fitting._tokens_within(prompt, room - 1) == llm.count_tokens(prompt)  # over the bound: counted
+
+
 def test_required_parts_over_the_window_are_refused_before_any_call():
     session = session_of({**sample("01_single_stage_react.json"), "final_analysis": "word " * 200_000})
     refusal = r"^the judge prompt of this session is about [\d,]+ tokens even with"
