@@ -226,8 +226,12 @@ def oldest_pending_score_ids(limit: int, *, now_us: int) -> list:
 
 def in_progress_count() -> int:
     """Judge jobs in progress across all workers, which SCORING_MAX_IN_FLIGHT bounds: scorings and MCP reports."""
-    in_progress = {"status": ScoringStatus.IN_PROGRESS}
-    return SessionScore.objects.filter(**in_progress).count() + InsightReport.objects.filter(**in_progress).count()
+    # One statement, not a count per table: it is on every claim's path.
+    scorings, reports = (
+        model.objects.filter(status=ScoringStatus.IN_PROGRESS).order_by().values("pk")
+        for model in (SessionScore, InsightReport)
+    )
+    return scorings.union(reports, all=True).count()
 
 
 def active_score(session_id) -> SessionScore | None:
