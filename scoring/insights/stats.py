@@ -82,24 +82,44 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     if group_by not in GROUPINGS:
         raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     session_value, _, key_of = GROUPINGS[group_by]
+    # The dimension sums are per group: in the attempts' query when it reads the sessions,
+    # so that the histogram's cells (some 20,000 for a group by day) are counts alone.
+    sums_from_sessions = _attempts_from_sessions(filters, group_by)
     rows: dict = {}
-    for group, histogram, dimension_totals in _score_histograms(filters, session_value):
+    for group, histogram, dimension_totals in _score_histograms(filters, session_value, not sums_from_sessions):
         rows[group] = _score_figures(histogram, dimension_totals)
-    for attempts in _attempt_totals(filters, group_by):
+    for attempts in _attempt_totals(filters, group_by, sums_from_sessions):
         group = attempts.pop("group")
         if group not in rows:
             rows[group] = _score_figures({}, {})
+        if sums_from_sessions:
+            dimension_totals = {name: (attempts.pop(f"{name}__sum"), attempts.pop(f"{name}__n")) for name in DIMENSIONS}
+            rows[group]["dimension_means"] = _dimension_means(dimension_totals)
         rows[group].update(attempts)
     return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
 
 
-def _score_histograms(filters: InsightFilters, value):
-    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed score."""
-    dimension_sums = {}
+def _attempts_from_sessions(filters: InsightFilters, group_by: str) -> bool:
+    """Whether the per-attempt totals are read from the sessions' sums over their scorings
+    (``scorings_*``); not when a grouping or filter is by a figure of each scoring."""
+    return group_by not in PER_SCORING and filters.prompt_hash is None
+
+
+def _dimension_sums() -> dict:
+    """Each dimension's points summed and counted over sessions' newest completed scores:
+    null when the judge gave the criterion no points, or the session has no completed
+    score, and the sum and count skip it."""
+    sums = {}
     for name in DIMENSIONS:
-        # Null when the judge gave the criterion no points: the sum and count skip it.
-        dimension_sums[f"{name}__sum"] = Sum(f"latest_completed_{name}")
-        dimension_sums[f"{name}__n"] = Count(f"latest_completed_{name}")
+        sums[f"{name}__sum"] = Sum(f"latest_completed_{name}")
+        sums[f"{name}__n"] = Count(f"latest_completed_{name}")
+    return sums
+
+
+def _score_histograms(filters: InsightFilters, value, with_dimensions: bool):
+    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed
+    score; the dimension sums only ``with_dimensions`` (else empty)."""
+    dimension_sums = _dimension_sums() if with_dimensions else {}
     cells = (
         scored_sessions(filters)
         .values("latest_completed_total_score", group=value)
@@ -122,18 +142,20 @@ def _score_histograms(filters: InsightFilters, value):
         dimension_totals = {
             name: (sum(filter(None, points[2 * index])), sum(points[2 * index + 1]))
             for index, name in enumerate(DIMENSIONS)
+            if with_dimensions
         }
         histograms.append((group, dict(zip(totals, sessions, strict=True)), dimension_totals))
     return histograms
 
 
-def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
+def _attempt_totals(filters: InsightFilters, group_by: str, from_sessions: bool) -> list[dict]:
     """Per group: failed scorings, tokens and cost of every scoring (cost with the column's
-    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). From the sessions'
-    sums over their scorings (``scorings_*``), unless a grouping or filter is by a figure
-    of each scoring: then from the scorings."""
+    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). ``from_sessions``:
+    from the sessions' sums over their scorings (``scorings_*``), with the dimension sums
+    (``_dimension_sums``: the sessions without a completed score have none); else from
+    the scorings."""
     session_value, scoring_value, _ = GROUPINGS[group_by]
-    if group_by in PER_SCORING or filters.prompt_hash is not None:
+    if not from_sessions:
         rows, value, sums = scorings(filters), scoring_value, {
             "failed_scorings": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
             "input_tokens": Sum("input_tokens"),
@@ -148,6 +170,7 @@ def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
             "output_tokens": Sum("scorings_output_tokens"),
             "cost_usd": Sum("scorings_cost_usd"),
             "cached_input_tokens": Sum("scorings_cached_input_tokens"),
+            **_dimension_sums(),
         }
     totals = list(rows.values(group=value).annotate(**sums).order_by())
     for row in totals:
@@ -170,14 +193,19 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
         "q3_score": percentile(values, 0.75),
         "bands": _bands(values),
         "failed_scorings": 0,
-        "dimension_means": {
-            name: round(points / count, 2) if count else None
-            for name, (points, count) in ((name, dimension_totals.get(name, (0, 0))) for name in DIMENSIONS)
-        },
+        "dimension_means": _dimension_means(dimension_totals),
         "input_tokens": None,
         "output_tokens": None,
         "cost_usd": None,
         "cached_input_tokens": None,
+    }
+
+
+def _dimension_means(dimension_totals: dict) -> dict:
+    """Each dimension's mean from its (sum, count), or None with no points."""
+    return {
+        name: round(points / count, 2) if count else None
+        for name, (points, count) in ((name, dimension_totals.get(name, (0, 0))) for name in DIMENSIONS)
     }
 
 
