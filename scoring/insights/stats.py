@@ -86,14 +86,17 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     # so that the histogram's cells (some 20,000 for a group by day) are counts alone.
     sums_from_sessions = _attempts_from_sessions(filters, group_by)
     rows: dict = {}
-    for group, histogram, dimension_totals in _score_histograms(filters, session_value, not sums_from_sessions):
+    histograms = _score_histograms(filters, session_value, with_dimensions=not sums_from_sessions)
+    for group, histogram, dimension_totals in histograms:
         rows[group] = _score_figures(histogram, dimension_totals)
     for attempts in _attempt_totals(filters, group_by, sums_from_sessions):
         group = attempts.pop("group")
         if group not in rows:
             rows[group] = _score_figures({}, {})
         if sums_from_sessions:
-            dimension_totals = {name: (attempts.pop(f"{name}__sum"), attempts.pop(f"{name}__n")) for name in DIMENSIONS}
+            dimension_totals = {
+                name: (attempts.pop(f"{name}__sum"), attempts.pop(f"{name}__n")) for name in DIMENSIONS
+            }
             rows[group]["dimension_means"] = _dimension_means(dimension_totals)
         rows[group].update(attempts)
     return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]

@@ -167,8 +167,9 @@ def test_postgresql_estimates_the_days_and_weeks_a_grouping_has():
         cursor.execute("ANALYZE alert_sessions")
 
     def estimated_groups(group_by: str) -> int:
-        grouped = scored_sessions(InsightFilters()).values(group=GROUPINGS[group_by][0]).annotate(n=Count("pk"))
-        return json.loads(grouped.order_by().explain(format="json"))[0]["Plan"]["Plan Rows"]
+        grouped = scored_sessions(InsightFilters()).values(group=GROUPINGS[group_by][0])
+        plan = grouped.annotate(n=Count("pk")).order_by().explain(format="json")
+        return json.loads(plan)[0]["Plan"]["Plan Rows"]
 
     assert (estimated_groups("day"), estimated_groups("week")) == (2, 1)
 
