@@ -89,7 +89,7 @@ def make_fleet(count: int, seed: int = 16) -> dict:
     tool_weights = [1 / (rank + 1) for rank in range(len(TOOL_NAMES))]
     sessions, scores, tools = [], [], []
 
-    def score(session_id, alert_type: str, at_us: int, status: str, prompt_hash: str) -> SessionScore:
+    def score(session_id, alert_type: str, chain: str, at_us: int, status: str, prompt_hash: str) -> SessionScore:
         row = SessionScore(
             score_id=uuid.uuid4(),
             session_id=session_id,
@@ -121,7 +121,10 @@ def make_fleet(count: int, seed: int = 16) -> dict:
             names = list(dict.fromkeys(rng.choices(TOOL_NAMES, tool_weights, k=rng.randint(0, 4))))
             for position, name in enumerate(names):
                 written = name if rng.random() < 0.7 else name.replace(" ", "_")
-                tools.append(MissingTool(score=row, name=written, key=tool_key(written), position=position))
+                tools.append(MissingTool(
+                    score=row, name=written, key=tool_key(written), position=position,
+                    total_score=row.total_score, alert_type=alert_type, chain_id=chain,
+                ))  # fmt: skip
         scores.append(row)
         return row
 
@@ -148,14 +151,14 @@ def make_fleet(count: int, seed: int = 16) -> dict:
         newest = newest_completed = None
         roll = rng.random()
         if roll < 0.03:
-            newest = score(session_id, alert_type, at_us, ScoringStatus.FAILED, PROMPT_HASH)
+            newest = score(session_id, alert_type, chain, at_us, ScoringStatus.FAILED, PROMPT_HASH)
         else:
             if roll < 0.18:
-                score(session_id, alert_type, at_us, ScoringStatus.COMPLETED, rng.choice(old_hashes))
+                score(session_id, alert_type, chain, at_us, ScoringStatus.COMPLETED, rng.choice(old_hashes))
                 at_us += 3_600_000_000
-            newest = newest_completed = score(session_id, alert_type, at_us, ScoringStatus.COMPLETED, PROMPT_HASH)
+            newest = newest_completed = score(session_id, alert_type, chain, at_us, ScoringStatus.COMPLETED, PROMPT_HASH)
             if rng.random() < 0.08:
-                newest = score(session_id, alert_type, at_us + 60_000_000, ScoringStatus.FAILED, PROMPT_HASH)
+                newest = score(session_id, alert_type, chain, at_us + 60_000_000, ScoringStatus.FAILED, PROMPT_HASH)
         attempts = scores[first_score:]
         sessions.append(
             AlertSession(
@@ -187,10 +190,11 @@ def make_fleet(count: int, seed: int = 16) -> dict:
 
 
 def check_copies_match_the_services() -> None:
-    """The generated sessions' latest_* columns are what services.copy_latest_scores writes
-    (checked on a sample, so that the benchmark measures the shape the service keeps)."""
+    """The generated sessions' latest_* columns are what services.copy_latest_scores writes,
+    and their missing tools' copies what services.missing_tool_rows writes (checked on a
+    sample, so that the benchmark measures the shape the services keep)."""
     from scoring import selectors, services
-    from scoring.models import AlertSession
+    from scoring.models import AlertSession, MissingTool
 
     fields = ("latest_score_id", "latest_status", *selectors.latest_completed_columns(), *selectors.scorings_columns())
     sample = list(AlertSession.objects.order_by("?").values_list("session_id", *fields)[:500])
@@ -198,6 +202,11 @@ def check_copies_match_the_services() -> None:
     after = dict((row[0], row[1:]) for row in AlertSession.objects.filter(
         session_id__in=[row[0] for row in sample]).values_list("session_id", *fields))  # fmt: skip
     assert all(after[row[0]] == row[1:] for row in sample), "the generator's latest_* copies are wrong"
+    copies = ("total_score", "alert_type", "chain_id")
+    tools = MissingTool.objects.filter(score__session_id__in=[row[0] for row in sample]).values_list(
+        *copies, "score__total_score", "score__session__alert_type", "score__session__chain_id"
+    )
+    assert all(row[:3] == row[3:] for row in tools), "the generator's missing-tool copies are wrong"
 
 
 def measure(case, runs: int) -> dict:

@@ -241,6 +241,13 @@ class MissingTool(models.Model):
     key = models.CharField(max_length=255)
     # Its place in the judge's list, from 0.
     position = models.IntegerField()
+    # Copies of what the backlog counts by, so that it reads this table alone (joined to
+    # the sessions only to select their newest completed scores): the score's total and
+    # its session's alert type and chain. Written with the row (services.missing_tool_rows),
+    # kept by ingest_session if the session's change; 0022 back-fills them.
+    total_score = models.IntegerField(null=True, editable=False)
+    alert_type = models.CharField(max_length=255, default="", editable=False)
+    chain_id = models.CharField(max_length=255, default="", editable=False)
 
     class Meta:
         db_table = "score_missing_tools"

@@ -19,6 +19,7 @@ from functools import cache
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, close_old_connections, connection, transaction
+from django.db.models import Subquery
 from django.db.models.sql import UpdateQuery
 
 from scoring import selectors
@@ -135,6 +136,11 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
         ):
             return stored, IngestOutcome.UNCHANGED
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
+        if stored is not None and (stored.alert_type, stored.chain_id) != (session.alert_type, session.chain_id):
+            # The session's missing tools keep a copy of both (missing_tool_rows).
+            MissingTool.objects.filter(score__session=session).update(
+                alert_type=session.alert_type, chain_id=session.chain_id
+            )
         SessionWrite.objects.create(
             session_id=session.session_id,
             written_by=written_by[:255],
@@ -540,10 +546,7 @@ def _read_replies(score, tool_model) -> list:
     warning = replies.breakdown_warning(score.dimensions, score.total_score)
     score.warnings = [text for text in score.warnings or [] if not replies.is_breakdown_warning(text)]
     score.warnings += [warning] if warning else []
-    return [
-        tool_model(score=score, name=tool.name, key=tool.key, position=position)
-        for position, tool in enumerate(replies.parse_missing_tools(score.missing_tools_analysis))
-    ]
+    return missing_tool_rows(score, replies.parse_missing_tools(score.missing_tools_analysis), tool_model)
 
 
 def store_reply_structure(scores) -> list:
@@ -568,6 +571,25 @@ def store_reply_structure(scores) -> list:
         copy_latest_scores({score.session_id for score in scores})
     tool_model.objects.filter(score__in=scores).delete()
     return tool_model.objects.bulk_create(tools)
+
+
+def missing_tool_rows(score, tools: list[replies.ToolName], tool_model=MissingTool) -> list:
+    """Unsaved ``MissingTool`` rows of ``score`` for these tools, in their order, with the
+    copies the backlog counts by: the score's total, and its session's alert type and
+    chain, read by the INSERT itself (no query of their own)."""
+    copies = {}
+    if tool_model is MissingTool:  # a historical model (0016's) is older than the copies
+        # Through the score's own row: a completion's score object carries only its id.
+        stored = SessionScore.objects.filter(pk=score.pk)
+        copies = {
+            "total_score": score.total_score,
+            "alert_type": Subquery(stored.values("session__alert_type")[:1]),
+            "chain_id": Subquery(stored.values("session__chain_id")[:1]),
+        }
+    return [
+        tool_model(score=score, name=tool.name, key=tool.key, position=position, **copies)
+        for position, tool in enumerate(tools)
+    ]
 
 
 # Scores read per transaction by ``read_stored_replies``.

@@ -250,3 +250,35 @@ def test_migrating_copies_each_sessions_newest_completed_figures_onto_it():
         assert migrated.objects.get(pk=session.pk).scorings_cost_usd == Decimal("0.5")
     finally:
         call_command("migrate", "scoring", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_copies_onto_each_missing_tool_its_score_total_and_session_alert_type_and_chain():
+    before = [("scoring", "0021_statsperf_latest_completed_figures")]
+    after = [("scoring", "0022_backlog_missing_tool_copies")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
+        session = sessions.objects.create(
+            session_id=uuid.uuid4(), alert_type="k", chain_id="k-chain", status="completed", started_at_us=1
+        )
+        score = scores.objects.create(
+            session=session,
+            score_triggered_by="bob",
+            started_at_us=1,
+            prompt_hash="a" * 64,
+            scored_at_us=1,
+            status="completed",
+            total_score=61,
+        )
+        old.get_model("scoring", "MissingTool").objects.create(score=score, name="pods_log", key="pods-log", position=0)
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        tools = executor.loader.project_state(after).apps.get_model("scoring", "MissingTool")
+
+        assert list(tools.objects.values_list("total_score", "alert_type", "chain_id")) == [(61, "k", "k-chain")]
+    finally:
+        call_command("migrate", "scoring", verbosity=0)

@@ -5,8 +5,7 @@ of each session's newest completed score, by the normalised ``key``."""
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from django.db import connection
-from django.db.models import F, Window
+from django.db.models import Count, F, Sum, Window
 from django.db.models.functions import RowNumber
 
 from scoring.insights.filters import InsightFilters, latest_completed_scores, scored_sessions
@@ -60,25 +59,17 @@ def _tool_cells(filters: InsightFilters) -> list[tuple]:
     """(key, spelling, alert type, chain, sessions, sum of their totals) for each such
     combination among the tools of the selected sessions' newest completed scores.
 
-    The tools are joined to the sessions' copy of those scores (``latest_completed_*``),
-    not to the scores: one join instead of two, as bare SQL since the copy is not a
-    foreign key.
+    Grouped on the tools' own copies of their score's total and session's alert type and
+    chain (``MissingTool``): the sessions are read only for the ids of those scores (from
+    an index of them), not joined row by row.
     """
-    sessions = (
-        scored_sessions(filters)
-        .values("latest_completed_score_id", "alert_type", "chain_id", "latest_completed_total_score")
+    newest = scored_sessions(filters).values("latest_completed_score_id")
+    return list(
+        MissingTool.objects.filter(score_id__in=newest)
+        .values_list("key", "name", "alert_type", "chain_id")
+        .annotate(sessions=Count("pk"), score_sum=Sum("total_score"))
         .order_by()
     )
-    sessions_sql, params = sessions.query.sql_with_params()
-    tools = connection.ops.quote_name(MissingTool._meta.db_table)
-    sql = (
-        "SELECT t.key, t.name, s.alert_type, s.chain_id, COUNT(*), SUM(s.latest_completed_total_score)"
-        f" FROM {tools} t JOIN ({sessions_sql}) s ON s.latest_completed_score_id = t.score_id"
-        " GROUP BY t.key, t.name, s.alert_type, s.chain_id"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
 
 
 @dataclass

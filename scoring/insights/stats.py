@@ -9,7 +9,10 @@ and PostgreSQL, from a few hundred rows whatever the number of sessions.
 
 import datetime as dt
 import math
+from bisect import bisect_right
+from collections import defaultdict
 from decimal import Decimal
+from itertools import accumulate
 
 from django.db import connection
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Sum, Value
@@ -21,6 +24,8 @@ from scoring.models import ScoringStatus, SessionScore
 
 COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
 DAY_US = 86_400_000_000
+# Each total's band (totals are 0-100, which the database holds them to), looked up once.
+BAND_OF_TOTAL = [selectors.band_of(total).key for total in range(101)]
 EPOCH = dt.date(1970, 1, 1)
 
 
@@ -77,22 +82,47 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     if group_by not in GROUPINGS:
         raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     session_value, _, key_of = GROUPINGS[group_by]
+    # The dimension sums are per group: in the attempts' query when it reads the sessions,
+    # so that the histogram's cells (some 20,000 for a group by day) are counts alone.
+    sums_from_sessions = _attempts_from_sessions(filters, group_by)
     rows: dict = {}
-    for group, histogram, dimension_totals in _score_histograms(filters, session_value):
+    histograms = _score_histograms(filters, session_value, with_dimensions=not sums_from_sessions)
+    for group, histogram, dimension_totals in histograms:
         rows[group] = _score_figures(histogram, dimension_totals)
-    for attempts in _attempt_totals(filters, group_by):
-        row = rows.setdefault(attempts.pop("group"), _score_figures({}, {}))
-        row.update(attempts)
+    for attempts in _attempt_totals(filters, group_by, sums_from_sessions):
+        group = attempts.pop("group")
+        if group not in rows:
+            rows[group] = _score_figures({}, {})
+        if sums_from_sessions:
+            dimension_totals = {
+                name: (attempts.pop(f"{name}__sum"), attempts.pop(f"{name}__n")) for name in DIMENSIONS
+            }
+            rows[group]["dimension_means"] = _dimension_means(dimension_totals)
+        rows[group].update(attempts)
     return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
 
 
-def _score_histograms(filters: InsightFilters, value):
-    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed score."""
-    dimension_sums = {}
+def _attempts_from_sessions(filters: InsightFilters, group_by: str) -> bool:
+    """Whether the per-attempt totals are read from the sessions' sums over their scorings
+    (``scorings_*``); not when a grouping or filter is by a figure of each scoring."""
+    return group_by not in PER_SCORING and filters.prompt_hash is None
+
+
+def _dimension_sums() -> dict:
+    """Each dimension's points summed and counted over sessions' newest completed scores:
+    null when the judge gave the criterion no points, or the session has no completed
+    score, and the sum and count skip it."""
+    sums = {}
     for name in DIMENSIONS:
-        # Null when the judge gave the criterion no points: the sum and count skip it.
-        dimension_sums[f"{name}__sum"] = Sum(f"latest_completed_{name}")
-        dimension_sums[f"{name}__n"] = Count(f"latest_completed_{name}")
+        sums[f"{name}__sum"] = Sum(f"latest_completed_{name}")
+        sums[f"{name}__n"] = Count(f"latest_completed_{name}")
+    return sums
+
+
+def _score_histograms(filters: InsightFilters, value, with_dimensions: bool):
+    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed
+    score; the dimension sums only ``with_dimensions`` (else empty)."""
+    dimension_sums = _dimension_sums() if with_dimensions else {}
     cells = (
         scored_sessions(filters)
         .values("latest_completed_total_score", group=value)
@@ -105,26 +135,30 @@ def _score_histograms(filters: InsightFilters, value):
     with connection.cursor() as cursor:
         cursor.execute(*cells.query.sql_with_params())
         rows = cursor.fetchall()
-    groups: dict = {}
-    for group, total, sessions, *points in rows:
-        histogram, totals = groups.setdefault(group, ({}, [[0.0, 0] for _ in DIMENSIONS]))
-        histogram[total] = sessions
-        for index, dimension_total in enumerate(totals):
-            dimension_total[0] += points[2 * index] or 0.0
-            dimension_total[1] += points[2 * index + 1]
-    return [
-        (group, histogram, dict(zip(DIMENSIONS, totals, strict=True)))
-        for group, (histogram, totals) in groups.items()
-    ]
+    cells_of = defaultdict(list)
+    for row in rows:
+        cells_of[row[0]].append(row)
+    histograms = []
+    for group, group_cells in cells_of.items():
+        # Column by column (built-in sums), not cell by cell: a day's cells are thousands.
+        _, totals, sessions, *points = zip(*group_cells, strict=True)
+        dimension_totals = {
+            name: (sum(filter(None, points[2 * index])), sum(points[2 * index + 1]))
+            for index, name in enumerate(DIMENSIONS)
+            if with_dimensions
+        }
+        histograms.append((group, dict(zip(totals, sessions, strict=True)), dimension_totals))
+    return histograms
 
 
-def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
+def _attempt_totals(filters: InsightFilters, group_by: str, from_sessions: bool) -> list[dict]:
     """Per group: failed scorings, tokens and cost of every scoring (cost with the column's
-    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). From the sessions'
-    sums over their scorings (``scorings_*``), unless a grouping or filter is by a figure
-    of each scoring: then from the scorings."""
+    decimal places, as PostgreSQL sums it; SQLite drops trailing zeros). ``from_sessions``:
+    from the sessions' sums over their scorings (``scorings_*``), with the dimension sums
+    (``_dimension_sums``: the sessions without a completed score have none); else from
+    the scorings."""
     session_value, scoring_value, _ = GROUPINGS[group_by]
-    if group_by in PER_SCORING or filters.prompt_hash is not None:
+    if not from_sessions:
         rows, value, sums = scorings(filters), scoring_value, {
             "failed_scorings": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
             "input_tokens": Sum("input_tokens"),
@@ -139,6 +173,7 @@ def _attempt_totals(filters: InsightFilters, group_by: str) -> list[dict]:
             "output_tokens": Sum("scorings_output_tokens"),
             "cost_usd": Sum("scorings_cost_usd"),
             "cached_input_tokens": Sum("scorings_cached_input_tokens"),
+            **_dimension_sums(),
         }
     totals = list(rows.values(group=value).annotate(**sums).order_by())
     for row in totals:
@@ -151,9 +186,6 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
     """A row's figures from its sessions' totals ({total: sessions}) and dimension sums."""
     values = sorted(histogram.items())
     sessions = sum(histogram.values())
-    bands = {band.key: 0 for band in selectors.SCORE_BANDS}
-    for total, count in values:
-        bands[selectors.band_of(total).key] += count
     return {
         "sessions": sessions,
         "mean_score": round(sum(total * count for total, count in values) / sessions, 2)
@@ -162,12 +194,9 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
         "median_score": percentile(values, 0.5),
         "q1_score": percentile(values, 0.25),
         "q3_score": percentile(values, 0.75),
-        "bands": bands,
+        "bands": _bands(values),
         "failed_scorings": 0,
-        "dimension_means": {
-            name: round(points / count, 2) if count else None
-            for name, (points, count) in ((name, dimension_totals.get(name, (0, 0))) for name in DIMENSIONS)
-        },
+        "dimension_means": _dimension_means(dimension_totals),
         "input_tokens": None,
         "output_tokens": None,
         "cost_usd": None,
@@ -175,24 +204,35 @@ def _score_figures(histogram: dict[int, int], dimension_totals: dict) -> dict:
     }
 
 
+def _dimension_means(dimension_totals: dict) -> dict:
+    """Each dimension's mean from its (sum, count), or None with no points."""
+    return {
+        name: round(points / count, 2) if count else None
+        for name, (points, count) in ((name, dimension_totals.get(name, (0, 0))) for name in DIMENSIONS)
+    }
+
+
+def _bands(counted_values: list[tuple[int, int]]) -> dict[str, int]:
+    """Sessions per band of their total, from (total, sessions) pairs; every band present."""
+    bands = {band.key: 0 for band in selectors.SCORE_BANDS}
+    for total, count in counted_values:
+        bands[BAND_OF_TOTAL[total]] += count
+    return bands
+
+
 def percentile(counted_values: list[tuple[int, int]], fraction: float) -> float | None:
     """The ``fraction`` percentile of values given as sorted (value, count) pairs, by linear
     interpolation between the two nearest ranks (PostgreSQL's percentile_cont, Python's
     ``statistics.quantiles(method="inclusive")``, numpy's default); None with no values."""
-    size = sum(count for _, count in counted_values)
-    if not size:
+    # ends[i]: how many values the first i + 1 pairs stand for.
+    ends = list(accumulate(count for _, count in counted_values))
+    if not ends:
         return None
-    position = (size - 1) * fraction
+    position = (ends[-1] - 1) * fraction
     below = math.floor(position)
-    lower, upper = _at_rank(counted_values, below), _at_rank(counted_values, min(below + 1, size - 1))
+
+    def at_rank(rank: int) -> int:  # the value at this 0-based rank of the sorted values
+        return counted_values[bisect_right(ends, rank)][0]
+
+    lower, upper = at_rank(below), at_rank(min(below + 1, ends[-1] - 1))
     return lower + (position - below) * (upper - lower)
-
-
-def _at_rank(counted_values: list[tuple[int, int]], rank: int) -> int:
-    """The value at 0-based ``rank`` of the sorted values the pairs stand for."""
-    seen = 0
-    for value, count in counted_values:
-        seen += count
-        if rank < seen:
-            return value
-    raise IndexError(rank)

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 from scoring.insights.filters import InsightFilters
 from scoring.insights.stats import fleet_stats
 from scoring.models import MissingTool, ScoringStatus
-from tests.support.factories import T0_US, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -34,11 +34,11 @@ def fleet():
         dimensions={"logical_flow": 10, "consistency": 12, "tool_relevance": 8, "synthesis_quality": 15},
     )
     make_score(db_session, ScoringStatus.FAILED, scored_at_us=T0_US + 2)
-    MissingTool.objects.create(score=db_score, name="=pg_stat_activity", key="pg-stat-activity", position=0)
+    add_missing_tools(db_score, "=pg_stat_activity", keys=["pg-stat-activity"])
     k8s_score = make_score(
         make_session(alert_type="k8s", started_at_us=T0_US + 86_400_000_000), total_score=88
     )
-    MissingTool.objects.create(score=k8s_score, name="PG stat activity", key="pg-stat-activity", position=0)
+    add_missing_tools(k8s_score, "PG stat activity")
     return db_session
 
 

@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from scoring.models import MissingTool, ScoreReview
+from scoring.models import ScoreReview
 from tests.support.browser import PHONE, RECORD_VIOLATIONS_SCRIPT, WIDE, record_console_error
-from tests.support.factories import T0_US, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
 from tests.support.fake_llm import Reply
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -71,8 +71,7 @@ def fleet() -> dict:
             score = make_score(
                 session, total_score=total, dimensions=dimensions(total), judge_model="openai/gpt-5"
             )
-            for position, tool in enumerate(tools):
-                MissingTool.objects.create(score=score, name=tool, key=tool, position=position)
+            add_missing_tools(score, *tools, keys=tools)
             scores[(week, index)] = score
     unstable = scores[(0, 1)]
     unstable.score_samples, unstable.score_spread, unstable.unstable = [40, 55, 72], 32, True

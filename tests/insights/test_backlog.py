@@ -1,12 +1,13 @@
 import pytest
 from django.db import IntegrityError, transaction
 
+from scoring import services
 from scoring.insights import backlog
 from scoring.insights.backlog import EXAMPLES_PER_TOOL, missing_tools_backlog
 from scoring.insights.filters import InsightFilters
-from scoring.judge.replies import tool_key
-from scoring.models import MissingTool, ScoringStatus
-from tests.support.factories import T0_US, make_score, make_session
+from scoring.models import ScoringStatus
+from tests.support.api import session_document
+from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -19,14 +20,7 @@ def scored(total: int, *names: str, **session_fields):
 
 
 def add_tools(score, *names: str) -> None:
-    add_tools_at(score, 0, *names)
-
-
-def add_tools_at(score, first_position: int, *names: str) -> None:
-    MissingTool.objects.bulk_create(
-        MissingTool(score=score, name=name, key=tool_key(name), position=position)
-        for position, name in enumerate(names, start=first_position)
-    )
+    add_missing_tools(score, *names)
 
 
 def test_ranked_by_sessions_with_share_and_mean_score():
@@ -61,7 +55,7 @@ def test_the_tool_is_shown_as_the_judge_wrote_it_most_often():
 def test_a_score_names_a_tool_once():
     score = scored(30, "kubectl-logs")
     with pytest.raises(IntegrityError), transaction.atomic():
-        add_tools_at(score, 1, "kubectl logs")
+        add_missing_tools(score, "kubectl logs", first_position=1)
 
 
 def test_only_each_session_newest_completed_score_counts():
@@ -121,3 +115,26 @@ def test_filters_select_the_sessions_and_the_share_base():
 def test_nothing_missing_no_rows():
     scored(90)
     assert missing_tools_backlog(InsightFilters()) == []
+
+
+def test_a_completion_stores_its_tools_with_what_the_backlog_counts_by():
+    score = make_score(
+        make_session(alert_type="db", chain_id="db-chain"), total_score=35, missing_tools_analysis="1. **pg_locks**"
+    )
+    services.store_reply_structure([score])
+
+    [row] = missing_tools_backlog(InsightFilters())
+
+    assert (row["key"], row["mean_score"], row["alert_types"], row["chains"]) == ("pg-locks", 35, ["db"], ["db-chain"])
+
+
+def test_a_session_stored_again_with_another_alert_type_and_chain_moves_its_tools():
+    document = session_document()
+    session, _ = services.ingest_session(document, written_by="tarsy")
+    scored_session = make_score(session, total_score=50)
+    add_tools(scored_session, "pg_locks")
+
+    services.ingest_session({**document, "alert_type": "db", "chain_id": "db-chain"}, written_by="tarsy")
+
+    [row] = missing_tools_backlog(InsightFilters())
+    assert (row["alert_types"], row["chains"]) == (["db"], ["db-chain"])

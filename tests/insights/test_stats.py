@@ -1,10 +1,13 @@
+import json
 import random
 import statistics
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.db.models import Count
 
-from scoring.insights.filters import InsightFilters
+from scoring.insights.filters import InsightFilters, scored_sessions
 from scoring.insights.stats import DIMENSIONS, GROUPINGS, InvalidGrouping, fleet_stats, percentile
 from scoring.models import ScoringStatus
 from tests.support.factories import T0_US, make_score, make_session
@@ -151,6 +154,24 @@ def test_days_and_iso_weeks_of_the_session_start_in_utc():
     assert {key: row["sessions"] for key, row in weeks.items()} == {"2025-12-29": 2, "2026-01-05": 1}
     assert weeks["2025-12-29"]["median_score"] == 65
     assert list(days) == ["2026-01-01", "2026-01-04", "2026-01-05"]
+
+
+def test_postgresql_estimates_the_days_and_weeks_a_grouping_has():
+    """Migration 0023's statistics on the start's day and week: without them PostgreSQL
+    estimates one group per distinct start time, and sorts where it could hash."""
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics on expressions are PostgreSQL's")
+    for hour in range(20):  # 20 start times over 2 days of one week
+        make_score(make_session(started_at_us=T0_US + 5 * hour * HOUR_US // 2))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE alert_sessions")
+
+    def estimated_groups(group_by: str) -> int:
+        grouped = scored_sessions(InsightFilters()).values(group=GROUPINGS[group_by][0])
+        plan = grouped.annotate(n=Count("pk")).order_by().explain(format="json")
+        return json.loads(plan)[0]["Plan"]["Plan Rows"]
+
+    assert (estimated_groups("day"), estimated_groups("week")) == (2, 1)
 
 
 def test_filters_apply():

@@ -8,8 +8,8 @@ from rest_framework.test import APIClient
 
 from scoring import auth, selectors, services
 from scoring.judge.prompts import PROMPT_HASH
-from scoring.judge.replies import DIMENSIONS
-from scoring.models import AlertSession, ScoringStatus, SessionScore
+from scoring.judge.replies import DIMENSIONS, ToolName, tool_key
+from scoring.models import AlertSession, MissingTool, ScoringStatus, SessionScore
 
 T0_US = 1_767_225_600_000_000
 
@@ -56,6 +56,16 @@ def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **o
     score = SessionScore.objects.create(**fields)
     services.copy_latest_scores([score.session_id])  # as the services do with every change
     return score
+
+
+def add_missing_tools(score: SessionScore, *names: str, keys=None, first_position: int = 0) -> list[MissingTool]:
+    """``score``'s missing-tool rows for these names (keyed by ``tool_key`` unless ``keys``
+    are given), stored as a completion stores them (``services.missing_tool_rows``)."""
+    keys = keys or [tool_key(name) for name in names]
+    rows = services.missing_tool_rows(score, [ToolName(name, key) for name, key in zip(names, keys, strict=True)])
+    for row in rows:
+        row.position += first_position
+    return MissingTool.objects.bulk_create(rows)
 
 
 LATEST_FIELDS = ("latest_score_id", "latest_status", "latest_total_score", "latest_prompt_hash")
