@@ -6,11 +6,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
 
-from scoring.insights.filters import InsightFilters, latest_completed_scores, scored_sessions
-from scoring.models import MissingTool
+from scoring.insights.filters import InsightFilters, scored_sessions
+from scoring.models import AlertSession, MissingTool
 
 EXAMPLES_PER_TOOL = 5
 # How many of the newest (session, tool) rows are read for the examples before a window
@@ -38,9 +36,7 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
     if not ranked:
         return []
     total_sessions = scored_sessions(filters).count()
-    examples = _newest_sessions(
-        latest_completed_scores(filters), {key: by_key[key].sessions for key in ranked}, every_key=limit is None
-    )
+    examples = _newest_sessions(filters, {key: by_key[key].sessions for key in ranked}, every_key=limit is None)
     return [
         {
             "tool": _by_frequency(by_key[key].spellings)[0],
@@ -56,26 +52,40 @@ def missing_tools_backlog(filters: InsightFilters, limit: int | None = None) -> 
     ]
 
 
+def _selected_tools(filters: InsightFilters) -> tuple[str, list]:
+    """SQL (with its parameters) of a FROM clause joining the selected sessions (``newest``:
+    their id, start and newest completed score's id) to that score's tools (``tool``).
+
+    A join on the sessions' copy of that id, not the ORM's ``score_id IN (...)`` semi-join
+    through the scores: PostgreSQL runs the join in parallel and reads the sessions' start
+    from the same row, on 100,000 sessions 95 against 140 ms for the grouped query and 6
+    against 25 ms for the newest rows (docs/performance.md).
+    """
+    sessions = scored_sessions(filters).order_by().values("session_id", "started_at_us", "latest_completed_score_id")
+    newest, params = sessions.query.sql_with_params()
+    tools = MissingTool._meta.db_table
+    return f"({newest}) AS newest JOIN {tools} AS tool ON tool.score_id = newest.latest_completed_score_id", list(params)
+
+
+def _fetch(sql: str, params: list) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
 def _tool_cells(filters: InsightFilters) -> list[tuple]:
     """(key, spelling, alert type, chain, sessions, sum of their totals) for each such
     combination among the tools of the selected sessions' newest completed scores.
 
     Grouped on the tools' own copies of their score's total and session's alert type and
-    chain (``MissingTool``): the sessions are read only for the ids of those scores (from
-    an index of them), not joined row by row. Written as a join on those ids, which
-    PostgreSQL runs in parallel, where the ORM's ``score_id IN (...)`` semi-join runs on
-    one core: on 100,000 sessions 95 against 140 ms (docs/performance.md).
+    chain (``MissingTool``): the sessions are read only for the ids of those scores.
     """
-    newest, params = scored_sessions(filters).order_by().values("latest_completed_score_id").query.sql_with_params()
-    sql = f"""
-        SELECT tool.key, tool.name, tool.alert_type, tool.chain_id, COUNT(*), SUM(tool.total_score)
-        FROM ({newest}) AS newest
-        JOIN {MissingTool._meta.db_table} AS tool ON tool.score_id = newest.latest_completed_score_id
-        GROUP BY tool.key, tool.name, tool.alert_type, tool.chain_id
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    selected, params = _selected_tools(filters)
+    return _fetch(
+        f"""SELECT tool.key, tool.name, tool.alert_type, tool.chain_id, COUNT(*), SUM(tool.total_score)
+        FROM {selected} GROUP BY tool.key, tool.name, tool.alert_type, tool.chain_id""",
+        params,
+    )
 
 
 @dataclass
@@ -95,24 +105,22 @@ def _by_frequency(counter: Counter) -> list[str]:
     return sorted((value for value in counter if value), key=lambda value: (-counter[value], value))
 
 
-def _newest_sessions(selected, sessions_per_key: dict[str, int], every_key: bool) -> dict[str, list]:
+def _newest_sessions(filters: InsightFilters, sessions_per_key: dict[str, int], every_key: bool) -> dict[str, list]:
     """Per key of ``sessions_per_key`` (how many sessions each has), up to EXAMPLES_PER_TOOL
-    of the ``selected`` scores' sessions lacking it, the most recently started first.
+    of the selected sessions lacking it, the most recently started first.
 
     The newest NEWEST_ROWS (session, tool) rows, read through the sessions' start index, give
     the common tools theirs: those rows begin every key's own newest-first list. Only the
-    keys still short of examples are ranked by a window over all their rows. (Each query
-    filters the tools in one filter() call, so that it joins them once.)
+    keys still short of examples are ranked by a window over all their rows.
     """
-    newest_first = [F("session__started_at_us").desc(), F("session_id").desc()]
+    selected, params = _selected_tools(filters)
+    newest_first = "newest.started_at_us DESC, newest.session_id DESC"
     keys = list(sessions_per_key)
-    with_tools = (
-        selected.filter(missing_tools__isnull=False)
-        if every_key
-        else selected.filter(missing_tools__key__in=keys)
-    )
-    rows = list(
-        with_tools.order_by(*newest_first).values_list("missing_tools__key", "session_id")[:NEWEST_ROWS]
+    of_keys = f"tool.key IN ({', '.join(['%s'] * len(keys))})"
+    rows = _fetch(
+        f"""SELECT tool.key, newest.session_id FROM {selected} {"" if every_key else f"WHERE {of_keys}"}
+        ORDER BY {newest_first} LIMIT {NEWEST_ROWS}""",
+        params if every_key else [*params, *keys],
     )
     examples = defaultdict(list)
     for key, session_id in rows:
@@ -120,16 +128,19 @@ def _newest_sessions(selected, sessions_per_key: dict[str, int], every_key: bool
             examples[key].append(session_id)
     short = [key for key in keys if len(examples[key]) < min(sessions_per_key[key], EXAMPLES_PER_TOOL)]
     if short:
-        rank = Window(RowNumber(), partition_by=F("missing_tools__key"), order_by=newest_first)
-        ranked = (
-            selected.filter(missing_tools__key__in=short)
-            .annotate(rank=rank)
-            .filter(rank__lte=EXAMPLES_PER_TOOL)
+        of_keys = f"tool.key IN ({', '.join(['%s'] * len(short))})"
+        ranked = _fetch(
+            f"""SELECT key, session_id FROM (
+                SELECT tool.key AS key, newest.session_id AS session_id,
+                    ROW_NUMBER() OVER (PARTITION BY tool.key ORDER BY {newest_first}) AS rank
+                FROM {selected} WHERE {of_keys}
+            ) AS ranked WHERE rank <= {EXAMPLES_PER_TOOL} ORDER BY key, rank""",
+            [*params, *short],
         )
         for key in short:
             examples[key] = []
-        for key, session_id in ranked.order_by("missing_tools__key", "rank").values_list(
-            "missing_tools__key", "session_id"
-        ):
+        for key, session_id in ranked:
             examples[key].append(session_id)
-    return examples
+    # As the ORM reads them (SQLite keeps UUIDs as text).
+    to_uuid = AlertSession._meta.pk.to_python
+    return {key: [to_uuid(session_id) for session_id in ids] for key, ids in examples.items()}
