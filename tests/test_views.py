@@ -10,9 +10,9 @@ from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, InsightReport, MissingTool, ScoreReview, ScoringStatus
+from scoring.models import AlertSession, InsightReport, ScoreReview, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
-from tests.support.factories import T0_US, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
 from tests.support.servers import REPO_DIR
 
 LIST_URL = reverse("scoring:session-list")
@@ -475,7 +475,7 @@ def fleet():
         k8s, total_score=40, scored_at_us=T0_US + 2,
         dimensions={"logical_flow": 10, "consistency": 12, "tool_relevance": 8, "synthesis_quality": 10},
     )  # fmt: skip
-    MissingTool.objects.create(score=latest, name="`pods_log`", key="pods_log", position=0)
+    add_missing_tools(latest, "`pods_log`", keys=["pods_log"])
     make_score(db, total_score=90, score_samples=[70, 90, 95], score_spread=25, unstable=True)
     return {"kubernetes": k8s, "database": db}
 
