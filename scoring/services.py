@@ -341,6 +341,14 @@ def wake_workers(new_scores: int) -> None:
 # --- Running a score (in a worker) ------------------------------------------------------
 
 
+def claim_room(limit: int) -> int:
+    """Inside the caller's transaction: take the claims' turn, and return how many judge
+    jobs (scorings or reports) it may claim, at most ``limit``, so that no more than
+    SCORING_MAX_IN_FLIGHT are in progress across all workers."""
+    take_turn(CAPACITY_CLAIM_LOCK_KEY)
+    return min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+
+
 def claim_pending_scores(limit: int) -> list[SessionScore]:
     """pending -> in_progress for up to ``limit`` of the oldest pending scores,
     as far as fewer than SCORING_MAX_IN_FLIGHT scorings stay in progress
@@ -357,8 +365,7 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
 
     def write() -> list[SessionScore]:
         with transaction.atomic():
-            take_turn(CAPACITY_CLAIM_LOCK_KEY)
-            room = min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+            room = claim_room(limit)
             if room <= 0:
                 return []
             started_at_us = now_us()

@@ -113,8 +113,7 @@ def claim_pending_reports(limit: int) -> list[InsightReport]:
     if not pending.exists():  # idle workers poll: a plain read first, with no write lock
         return []
     with transaction.atomic():
-        services.take_turn(services.CAPACITY_CLAIM_LOCK_KEY)
-        room = min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+        room = services.claim_room(limit)
         if room <= 0:
             return []
         # The model is kept from the claim on: a report that fails says which model it was for.
