@@ -56,3 +56,19 @@ def test_the_runtime_lock_has_what_scale_out_needs():
 
 def test_dev_in_does_not_repeat_what_base_in_has():
     assert direct("dev.in") & direct("base.in") == set()
+
+
+def test_the_suite_runs_on_exactly_the_dev_lock():
+    # CI installs dev.txt into a new .venv: a package left in a developer's .venv (one the
+    # lock dropped) would let the suite pass here and fail to import there.
+    from importlib import metadata
+
+    installed = {
+        canonical(dist.metadata["Name"]): dist.version
+        for dist in metadata.distributions()
+        if canonical(dist.metadata["Name"]) not in {"pip", "setuptools", "wheel"}
+    }
+    dev = pins("dev.txt")
+
+    differing = {name: version for name, version in installed.items() if dev.get(name) != version}
+    assert differing == {}, "the .venv is not requirements/dev.txt: remove .venv, run bin/test again"
