@@ -187,9 +187,16 @@ def _truncate(text: str, limit: int) -> str:
 
 @cache
 def preload() -> None:
-    """Import litellm now (~5 s, far more on a busy machine) rather than inside
-    the first judge job, where it would eat into that job's deadline."""
+    """Load now what a process's first judge call would load: litellm (about 3 s on an idle
+    core), the judge model's tokenizer and model information, and the OpenAI SDK's API
+    resources (about 0.6 s, loaded by litellm's first call to an OpenAI-compatible API).
+    Inside the first judge jobs, every thread of the process would wait for them at once,
+    on the jobs' deadlines, while a provider's quota went unused."""
     _litellm()
+    count_tokens("preload")
+    model_input_window()
+    takes_cache_breakpoints()
+    import openai.resources  # noqa: F401 - see above
 
 
 def _litellm():
