@@ -13,7 +13,6 @@ import email.utils
 import json
 import logging
 import math
-import random
 import re
 import threading
 import time
@@ -392,13 +391,12 @@ def _wait_for_turn(
 
 def _quota_wait_s(rate_limits: int, failure: _Failure) -> float:
     """How long to wait after the ``rate_limits``-th 429 of a call: the provider's
-    Retry-After, else exponential backoff; with up to 10% jitter, so that the calls
-    told to wait at the same moment do not all come back at the same moment."""
+    Retry-After, else exponential backoff. No jitter: every call to the model waits out the
+    one shared hold (``pacing.hold``) and comes back when it ends, so jitter would only
+    lengthen the hold (by a tenth, for the longest of many calls' jitters)."""
     if failure.retry_after is not None:
-        wait = failure.retry_after
-    else:
-        wait = settings.SCORING_LLM_BACKOFF_S * 2 ** min(rate_limits - 1, 10)
-    return wait * (1 + random.random() / 10)
+        return failure.retry_after
+    return settings.SCORING_LLM_BACKOFF_S * 2 ** min(rate_limits - 1, 10)
 
 
 def _quota_message(failure: _Failure) -> str:
