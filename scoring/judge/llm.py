@@ -187,15 +187,21 @@ def _truncate(text: str, limit: int) -> str:
 @cache
 def preload() -> None:
     """Load now what a process's first judge call would load: litellm (about 3 s on an idle
-    core), the judge model's tokenizer and model information, and the OpenAI SDK's API
-    resources (about 0.6 s, loaded by litellm's first call to an OpenAI-compatible API).
-    Inside the first judge jobs, every thread of the process would wait for them at once,
-    on the jobs' deadlines, while a provider's quota went unused."""
-    _litellm()
+    core), then, through one call that litellm answers itself (``mock_response``: nothing is
+    sent), its modules for a call to the judge model, the model's tokenizer and model
+    information, the OpenAI SDK's API resources and httpx's transport (together about 0.7 s).
+    Inside the first judge jobs every thread of the process would wait for them at once, on
+    the jobs' deadlines, while a provider's quota went unused."""
+    litellm = _litellm()
+    model = settings.SCORING_LLM_MODEL
+    if not model:
+        return
+    litellm.completion(model=model, messages=[{"role": "user", "content": "preload"}], mock_response="preload")
     count_tokens("preload")
     model_input_window()
     takes_cache_breakpoints()
-    import openai.resources  # noqa: F401 - see above
+    import httpcore  # noqa: F401 - see above
+    import openai.resources  # noqa: F401
 
 
 def _litellm():

@@ -461,6 +461,24 @@ def test_importing_the_client_does_not_import_litellm():
     assert result.stdout.strip() == "[]"
 
 
+
+def test_preload_leaves_little_for_a_processs_first_judge_call_to_load(judge_llm):
+    # Without the preload, the first call loads some 520 modules (0.4-0.7 s); a few lazy
+    # imports of litellm's own are left.
+    code = (
+        "import json, sys, django; django.setup(); from scoring.judge import llm; llm.preload(); "
+        "before = set(sys.modules); "
+        "llm._complete_once(llm.settings.SCORING_LLM_MODEL, [{'role': 'user', 'content': 'hi'}], 2, 1); "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    env = {**os.environ, **judge_llm.env(), "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_DIR, env=env, capture_output=True, text=True)
+
+    assert result.returncode == 0, result.stderr
+    loaded_by_the_call = json.loads(result.stdout.strip().splitlines()[-1])
+    assert len(judge_llm.requests) == 1
+    assert len(loaded_by_the_call) < 10, loaded_by_the_call
+
 def test_tokens_are_counted_offline_by_the_judge_models_tokenizer(settings):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     assert llm.count_tokens("hello world") == 2
