@@ -196,7 +196,11 @@ def preload() -> None:
     model = settings.SCORING_LLM_MODEL
     if not model:
         return
-    litellm.completion(model=model, messages=[{"role": "user", "content": "preload"}], mock_response="preload")
+    try:
+        litellm.completion(model=model, messages=[{"role": "user", "content": "preload"}], mock_response="preload")
+    except Exception as exc:  # noqa: BLE001 - a warm-up: the judge calls meet the same error, and fail the scoring with it
+        logger.warning("could not prepare calls to the judge model %s: %s", model, _provider_detail(exc))
+        return
     count_tokens("preload")
     model_input_window()
     takes_cache_breakpoints()

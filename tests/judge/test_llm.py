@@ -479,6 +479,16 @@ def test_preload_leaves_little_for_a_processs_first_judge_call_to_load(judge_llm
     assert len(judge_llm.requests) == 1
     assert len(loaded_by_the_call) < 10, loaded_by_the_call
 
+
+def test_a_model_litellm_cannot_call_does_not_stop_a_worker_process_from_starting(settings, caplog):
+    settings.SCORING_LLM_MODEL = "nosuchprovider/judge"
+
+    llm.preload.__wrapped__()  # preload is cached per process
+
+    assert "could not prepare calls to the judge model nosuchprovider/judge: " in caplog.text
+    assert "LLM Provider NOT provided" in caplog.text
+
+
 def test_tokens_are_counted_offline_by_the_judge_models_tokenizer(settings):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     assert llm.count_tokens("hello world") == 2
