@@ -461,7 +461,6 @@ def test_importing_the_client_does_not_import_litellm():
     assert result.stdout.strip() == "[]"
 
 
-
 def test_preload_leaves_little_for_a_processs_first_judge_call_to_load(judge_llm):
     # Without the preload, the first call loads some 520 modules (0.4-0.7 s); a few lazy
     # imports of litellm's own are left.
