@@ -750,6 +750,7 @@ def test_a_rate_limited_scoring_waits_in_the_queue_saying_why_then_completes(jud
     settings.SCORING_WORKER_POLL_S = 0.01
     judge_llm.push(rate_limited(retry_after="1"), Reply(TURN1), Reply(TURN2))
     score = pending_score()
+    called_at = services.now_us()
 
     run_next_scoring()
 
@@ -760,7 +761,9 @@ def test_a_rate_limited_scoring_waits_in_the_queue_saying_why_then_completes(jud
         "next try at "
     )
     assert score.rate_limited_since_us is not None
-    assert score.started_at_us >= score.rate_limited_since_us + 1_000_000  # due when the provider said
+    # Due when the provider said: not before the model's hold, a second after its 429.
+    held_until = JudgePacing.objects.get(model="openai/fake-judge").not_before_us
+    assert score.started_at_us >= held_until >= called_at + 1_000_000
     assert event_log(score)[-1] == (
         events.PROGRESS,
         {"phase": events.PHASE_WAITING, "waiting_reason": score.waiting_reason},
