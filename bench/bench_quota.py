@@ -22,7 +22,14 @@ import argparse
 import contextlib
 
 from bench_pipeline import fake_judge, make_sessions, request_scorings, scores_of, wait_finished
-from common import machine_description, service_env, setup_django, throwaway_postgres, work_folder
+from common import (
+    machine_description,
+    rate_limits_met,
+    service_env,
+    setup_django,
+    throwaway_postgres,
+    work_folder,
+)
 
 from tests.support.throwaway_servers import Redis
 
@@ -59,10 +66,7 @@ def run(args, env: dict[str, str], work, count: int, clusters: int, quota: str) 
         "wall_s": wall_s,
         "ideal_s": ideal_s,
         "breaker": state,
-        # Each 429 a worker met is one line of its log.
-        "rejected": sum(
-            cluster.log.read_text(errors="replace").count("rate-limited (429): every call") for cluster in started
-        ),
+        "rejected": rate_limits_met([cluster.log for cluster in started]),
     }
 
 

@@ -17,6 +17,12 @@ order), the wall time and throughput against the ideal C/(2L), C =
 min(SCORING_MAX_IN_FLIGHT, clusters x SCORING_WORKERS x SCORING_CONCURRENCY_PER_WORKER) as
 the environment sets them (defaults 2, 20, 200: C = 80), the CPU used by each kind of
 process, and the event delay (client receive time - event timestamp) per web process.
+
+With --rps R the fake judge also has a quota for all the workers together: R requests a
+second, 429 with ``Retry-After`` beyond it (``bin/topology --fake-llm-rps``), so the ideal is
+at most R / 2 scorings a second; the report adds the 429s the workers met and the circuit
+breaker's state at the end, and each client may see a scoring's attempts that waited for the
+quota (started, progress, ``waiting_for_quota``) before its four events.
 Exits 1 if anything is missing (a scoring not completed, an event not received or received
 twice); events that came out of order are listed without changing that. Everything it
 started is stopped and its folder removed on exit, Ctrl-C and SIGTERM included
@@ -24,6 +30,7 @@ started is stopped and its folder removed on exit, Ctrl-C and SIGTERM included
 
     .venv/bin/python bench/bench_topology.py
     .venv/bin/python bench/bench_topology.py --sessions 40 --latency-s 0.5   # quick
+    .venv/bin/python bench/bench_topology.py --sessions 500 --latency-s 0 --rps 4
 """
 
 import argparse
@@ -35,7 +42,7 @@ import sys
 from pathlib import Path
 
 import psutil
-from common import machine_description, percentile, setup_django, tree_cpu_s, work_folder
+from common import machine_description, percentile, rate_limits_met, setup_django, tree_cpu_s, work_folder
 
 from tests.support.topology import (
     BATCH_ENV,
@@ -100,14 +107,29 @@ def most_in_flight(rows: list[dict]) -> int:
     return peak
 
 
-def print_report(args, batch: Batch, rows: list[dict], concurrency: int, settings, cpu: dict) -> None:
+def ideal_rate(args, concurrency: int) -> tuple[float, str]:
+    """Scorings a second at best, and what bounds it: C at once, 2L each, or the quota's
+    requests, two a scoring."""
+    bounds = {}
+    if args.latency_s > 0:
+        bounds["C/(2L)"] = concurrency / (2 * args.latency_s)
+    if args.rps:
+        bounds["the quota's R/2"] = args.rps / 2
+    name = min(bounds, key=bounds.get)
+    return bounds[name], name
+
+
+def print_report(
+    args, batch: Batch, rows: list[dict], concurrency: int, settings, cpu: dict, quota: dict
+) -> None:
     count = len(batch.session_ids)
-    ideal = concurrency / (2 * args.latency_s)
+    ideal, ideal_name = ideal_rate(args, concurrency)
+    limit = f", a quota of R = {args.rps:g} requests/s for all workers" if args.rps else ""
     print(
         f"\n{args.web} web processes, {args.workers} worker clusters x SCORING_WORKERS="
         f"{settings.SCORING_WORKERS} x SCORING_CONCURRENCY_PER_WORKER={settings.SCORING_CONCURRENCY_PER_WORKER}"
         f", SCORING_MAX_IN_FLIGHT={settings.SCORING_MAX_IN_FLIGHT}: C = {concurrency}. Fake judge: "
-        f"L = {args.latency_s:g} s per turn, 2 turns per scoring. {count} scorings requested with "
+        f"L = {args.latency_s:g} s per turn{limit}, 2 turns per scoring. {count} scorings requested with "
         f"POST .../score, alternately through each web process, {args.post_concurrency} at a time.\n"
     )
     statuses = {status: sum(row["status"] == status for row in rows) for status in ("completed", "failed")}
@@ -126,7 +148,7 @@ def print_report(args, batch: Batch, rows: list[dict], concurrency: int, setting
         print(f"| wall time: first request to the last scoring's end at every client | {wall_s:.1f} s |")
         print(
             f"| throughput | {count / wall_s:.2f} scorings/s = {count / wall_s / ideal:.0%} of "
-            f"C/(2L) = {ideal:.2f}/s |"
+            f"{ideal_name} = {ideal:.2f}/s |"
         )
     else:
         print(f"| wall time | not finished within {args.timeout_s:g} s |")
@@ -150,6 +172,10 @@ def print_report(args, batch: Batch, rows: list[dict], concurrency: int, setting
             )
     rounds = math.ceil(count / concurrency)
     print(f"| ideal wall: rounds of up to C scorings x 2L | {rounds} x {2 * args.latency_s:g} s |")
+    if args.rps:
+        print(f"| ideal wall at the quota: 2 requests a scoring / R | {2 * count / args.rps:.1f} s |")
+        met = f"{quota['rate_limits']}; {quota['breaker']}"
+        print(f"| 429s the workers met; the circuit breaker at the end | {met} |")
     roles = ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu["roles"].items() if seconds)
     print(
         f"| CPU seconds during the batch | {roles}; total {sum(cpu['roles'].values()):.0f} "
@@ -171,6 +197,15 @@ def print_report(args, batch: Batch, rows: list[dict], concurrency: int, setting
         )
 
 
+def quota_figures(env: dict[str, str], work: Path) -> dict:
+    from scoring.judge import circuit
+
+    return {
+        "rate_limits": rate_limits_met(sorted((work / "run" / "logs").glob("worker-*.log"))),
+        "breaker": circuit.state(env["SCORING_LLM_MODEL"])["state"],
+    }
+
+
 def measure(args, env: dict[str, str], work: Path) -> int:
     setup_django(env["DATABASE_URL"], env["REDIS_URL"])
     from django.conf import settings
@@ -188,7 +223,7 @@ def measure(args, env: dict[str, str], work: Path) -> int:
     batch = asyncio.run(run_batch(web_urls, session_ids, args.timeout_s, args.post_concurrency))
     cpu = cpu_between(before, cpu_snapshot(pids))
     rows = score_rows(env, session_ids)
-    print_report(args, batch, rows, concurrency, settings, cpu)
+    print_report(args, batch, rows, concurrency, settings, cpu, quota_figures(env, work))
     problems = batch_problems(batch, rows)
     print("\nProblems:" if problems else "\nEvery scoring completed and every client saw each one, once.")
     for problem in problems:
@@ -207,12 +242,19 @@ def main() -> int:
     parser.add_argument("--latency-s", type=float, default=2.0, help="the fake judge's delay per turn (L)")
     parser.add_argument("--web", type=int, default=2, help="web processes")
     parser.add_argument("--workers", type=int, default=2, help="worker clusters")
+    parser.add_argument(
+        "--rps", type=float, help="the fake judge's quota for all workers together, requests per second"
+    )
     parser.add_argument("--post-concurrency", type=int, default=10, help="POST requests at once")
     parser.add_argument("--timeout-s", type=float, default=600, help="give up waiting after this")
     parser.add_argument("--keep-logs", type=Path, help="copy the processes' logs into this folder")
     args = parser.parse_args()
+    if args.latency_s <= 0 and not args.rps:
+        parser.error("with --latency-s 0, give --rps: something has to bound the throughput")
     topology_args = ["--web", str(args.web), "--workers", str(args.workers), "--fake-llm"]
     topology_args += ["--fake-llm-delay", str(args.latency_s)]
+    if args.rps:
+        topology_args += ["--fake-llm-rps", str(args.rps)]
     try:
         with work_folder() as work:
             log("starting the topology")

@@ -161,9 +161,12 @@ class Topology:
 
     def start_fake_llm(self, env: dict[str, str]) -> None:
         port = free_port()
-        log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {self.args.fake_llm_delay:g} s)")
+        quota = f", quota {self.args.fake_llm_rps:g} requests/s" if self.args.fake_llm_rps else ""
+        log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {self.args.fake_llm_delay:g} s{quota})")
         command = [sys.executable, "-m", "tests.support.fake_llm", "--port", str(port)]
         command += ["--reply", self.args.fake_llm_reply, "--delay", str(self.args.fake_llm_delay)]
+        if self.args.fake_llm_rps:
+            command += ["--rps", str(self.args.fake_llm_rps)]
         fake, log_file = self.spawn("fake-llm", command, env, 5)
         wait_until(lambda: accepts_connections(port), "the fake judge LLM", fake, log_file)
         self.service_env.update(
@@ -304,6 +307,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--fake-llm-delay", type=float, default=0.0, help="seconds the fake judge takes per reply"
+    )
+    parser.add_argument(
+        "--fake-llm-rps",
+        type=float,
+        help="the fake judge's quota for all workers together, requests per second (429 beyond it)",
     )
     parser.add_argument(
         "--run-dir",

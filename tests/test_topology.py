@@ -15,6 +15,9 @@ from tests.support.api import session_document
 from tests.support.servers import REPO_DIR, EventClient
 from tests.support.topology import (
     BATCH_ENV,
+    EXPECTED_EVENTS,
+    WAITED_FOR_QUOTA,
+    as_expected,
     batch_problems,
     http,
     import_sample_sessions,
@@ -27,6 +30,11 @@ from tests.support.workers import wait_for
 pytestmark = pytest.mark.processes
 
 BATCH_SIZE = 200
+# The quota's batch: 40 scorings, 80 requests at 8 a second for all workers, so that
+# calls meet 429s; each call waits at most 1 s in place, so that scorings go back to the queue.
+QUOTA_BATCH_SIZE = 40
+QUOTA_RPS = 8
+QUOTA_ENV = {**BATCH_ENV, "SCORING_LLM_MAX_RETRY_AFTER_S": "1", "SCORING_WORKER_POLL_S": "0.2"}
 # Generous, so that a broken run fails with what it saw before pytest's own timeout (300 s).
 BATCH_TIMEOUT_S = 150
 
@@ -134,3 +142,38 @@ def test_a_batch_of_200_scorings_completes_and_clients_of_both_web_processes_see
         completed = {a.event["score_id"] for a in arrivals if a.event["type"] == "scoring.completed"}
         assert completed == set(batch.accepted.values()), url
         assert len(arrivals) == 4 * BATCH_SIZE, url  # started, 2 x progress, completed; none twice
+
+
+def test_a_batch_against_the_judge_s_quota_completes_and_clients_see_each_scoring_s_waits_then_its_end(
+    tmp_path,
+):
+    args = ["--web", "2", "--workers", "2", "--fake-llm", "--fake-llm-delay", "0.2"]
+    args += ["--fake-llm-rps", str(QUOTA_RPS)]
+    with running_topology(tmp_path, *args, env=QUOTA_ENV) as (_, env):
+        session_ids = import_sample_sessions(env, QUOTA_BATCH_SIZE, tmp_path)
+        batch = asyncio.run(run_batch(env["TOPOLOGY_WEB_URLS"].split(), session_ids, BATCH_TIMEOUT_S))
+        rows = score_rows(env, session_ids)
+    logs = list((tmp_path / "run" / "logs").glob("worker-*.log"))
+
+    assert batch_problems(batch, rows) == []
+    assert {row["status"] for row in rows} == {"completed"}
+    assert sum(log.read_text().count("rate-limited (429)") for log in logs) > 0
+    for url, arrivals in batch.arrivals.items():
+        waits = [a.event for a in arrivals if a.event.get("phase") == WAITED_FOR_QUOTA[1]]
+        assert waits, f"no scoring seen through {url} went back to the queue for the quota"
+        assert all(event["waiting_reason"].startswith("judge LLM rate-limited") for event in waits)
+
+
+def test_a_scoring_s_events_are_its_four_after_any_attempts_the_quota_sent_back_to_the_queue():
+    started, analyzing, identifying, completed = EXPECTED_EVENTS
+
+    assert as_expected(EXPECTED_EVENTS)
+    assert as_expected([started, analyzing, WAITED_FOR_QUOTA, *EXPECTED_EVENTS])
+    after_turn_2 = [started, analyzing, identifying, WAITED_FOR_QUOTA]
+    after_turn_1 = [started, analyzing, WAITED_FOR_QUOTA]
+    assert as_expected([*after_turn_2, *after_turn_1, *EXPECTED_EVENTS])
+    assert not as_expected([started, analyzing, WAITED_FOR_QUOTA])  # never ended
+    assert not as_expected([started, WAITED_FOR_QUOTA, *EXPECTED_EVENTS])  # no phase before the call
+    assert not as_expected([analyzing, WAITED_FOR_QUOTA, *EXPECTED_EVENTS])  # no start
+    assert not as_expected([*EXPECTED_EVENTS, WAITED_FOR_QUOTA, *EXPECTED_EVENTS])  # judged twice
+    assert not as_expected([started, analyzing, identifying, identifying, completed])

@@ -49,6 +49,9 @@ EXPECTED_EVENTS = [
     ("scoring.progress", "identifying_missing_tools"),
     ("scoring.completed", None),
 ]
+# A scoring the judge's quota sent back to the queue: its attempt so far (started, and its
+# phases' progress), then this; it is claimed again, and starts over.
+WAITED_FOR_QUOTA = ("scoring.progress", "waiting_for_quota")
 TERMINAL_EVENTS = {"scoring.completed", "scoring.failed"}
 # Longer than one resync of a connection (SCORING_EVENT_RESYNC_S, 2 s), which is what would
 # send an event twice: the batch keeps listening this long after the last scoring ended.
@@ -291,6 +294,26 @@ def shape(events: list[dict]) -> list[tuple]:
     return [(event["type"], event.get("phase")) for event in events]
 
 
+def as_expected(received: list[tuple]) -> bool:
+    """Whether a scoring's events (their ``shape``) are the four expected ones, each attempt
+    the quota sent back to the queue before them being started, one or both phases, waiting."""
+    *sent_back, last = _attempts(received)
+    return last == EXPECTED_EVENTS and all(
+        attempt[-1] == WAITED_FOR_QUOTA and attempt[:-1] in (EXPECTED_EVENTS[:2], EXPECTED_EVENTS[:3])
+        for attempt in sent_back
+    )
+
+
+def _attempts(received: list[tuple]) -> list[list[tuple]]:
+    """``received`` cut after each wait for the quota."""
+    attempts = [[]]
+    for event in received:
+        attempts[-1].append(event)
+        if event == WAITED_FOR_QUOTA:
+            attempts.append([])
+    return attempts
+
+
 def _examples(items) -> str:
     items = list(items)
     more = f", and {len(items) - EXAMPLES} more" if len(items) > EXAMPLES else ""
@@ -303,8 +326,9 @@ def _described(events: list[dict]) -> list[str]:
 
 def delivery(batch: Batch, url: str) -> dict:
     """What the client on web process ``url`` received: counts; the sessions whose events
-    were not exactly the accepted score's started, progress, progress and completed
-    (``wrong``); and those that were, but arrived in another order (``out_of_order``)."""
+    were not the accepted score's started, progress, progress and completed, after its waits
+    for the quota if any (``wrong``, see ``as_expected``); and those that were, but arrived in
+    another order (``out_of_order``)."""
     arrivals = batch.arrivals[url]
     by_session: dict[str, list[dict]] = defaultdict(list)
     for arrival in arrivals:
@@ -313,7 +337,7 @@ def delivery(batch: Batch, url: str) -> dict:
     for session_id, score_id in batch.accepted.items():
         events = by_session.get(session_id, [])
         by_id = sorted(events, key=lambda event: event["id"])
-        if shape(by_id) != EXPECTED_EVENTS or {event["score_id"] for event in events} != {score_id}:
+        if not as_expected(shape(by_id)) or {event["score_id"] for event in events} != {score_id}:
             wrong[session_id] = _described(events)
         elif events != by_id:
             out_of_order[session_id] = _described(events)
@@ -355,7 +379,8 @@ def batch_problems(batch: Batch, rows: list[dict]) -> list[str]:
             received = (f"{session_id}: {events}" for session_id, events in seen["wrong"].items())
             problems.append(
                 f"client on {url}: {len(seen['wrong'])} of {len(batch.accepted)} scorings without exactly "
-                f"one started, two progress and one completed event: {_examples(received)}"
+                f"one started, two progress and one completed event after their waits for the quota: "
+                f"{_examples(received)}"
             )
         if batch.other_messages[url]:
             problems.append(f"client on {url}: other messages: {_examples(batch.other_messages[url])}")
