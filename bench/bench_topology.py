@@ -164,14 +164,16 @@ def print_report(
         print(f"| most scorings in flight at once | {most_in_flight(finished)} of C = {concurrency} |")
         claim_waits = [(r["started_at_us"] - r["scored_at_us"]) / 1e6 for r in finished]
         job_times = [(r["completed_at_us"] - r["started_at_us"]) / 1e6 for r in finished]
+        # A scoring sent back to the queue for the quota counts from its last claim.
         job_name = f"claim to completion (2L = {2 * args.latency_s:g} s)"
         for name, values in (("wait for a claim", claim_waits), (job_name, job_times)):
             print(
                 f"| {name}, p50 / p95 / max | {statistics.median(values):.1f} / "
                 f"{percentile(values, 0.95):.1f} / {max(values):.1f} s |"
             )
-    rounds = math.ceil(count / concurrency)
-    print(f"| ideal wall: rounds of up to C scorings x 2L | {rounds} x {2 * args.latency_s:g} s |")
+    if args.latency_s > 0:
+        rounds = math.ceil(count / concurrency)
+        print(f"| ideal wall: rounds of up to C scorings x 2L | {rounds} x {2 * args.latency_s:g} s |")
     if args.rps:
         print(f"| ideal wall at the quota: 2 requests a scoring / R | {2 * count / args.rps:.1f} s |")
         met = f"{quota['rate_limits']}; {quota['breaker']}"
@@ -183,7 +185,8 @@ def print_report(
     )
 
     print(
-        "\n| client on | events received | duplicates | scorings seen started, progress, progress, completed, in order "
+        "\n| client on | events received | duplicates | scorings seen started, progress, progress, completed "
+        "(after their waits for the quota), in order "
         "| of the others, complete but out of order | event delay p50, ms | p99, ms | max, ms |"
         "\n|---|---|---|---|---|---|---|---|"
     )
@@ -243,12 +246,14 @@ def main() -> int:
     parser.add_argument("--web", type=int, default=2, help="web processes")
     parser.add_argument("--workers", type=int, default=2, help="worker clusters")
     parser.add_argument(
-        "--rps", type=float, help="the fake judge's quota for all workers together, requests per second"
+        "--rps", type=int, help="the fake judge's quota for all workers together, requests per second"
     )
     parser.add_argument("--post-concurrency", type=int, default=10, help="POST requests at once")
     parser.add_argument("--timeout-s", type=float, default=600, help="give up waiting after this")
     parser.add_argument("--keep-logs", type=Path, help="copy the processes' logs into this folder")
     args = parser.parse_args()
+    if args.rps is not None and args.rps < 1:
+        parser.error("--rps must be at least 1")
     if args.latency_s <= 0 and not args.rps:
         parser.error("with --latency-s 0, give --rps: something has to bound the throughput")
     topology_args = ["--web", str(args.web), "--workers", str(args.workers), "--fake-llm"]

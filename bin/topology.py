@@ -310,7 +310,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--fake-llm-rps",
-        type=float,
+        type=int,
         help="the fake judge's quota for all workers together, requests per second (429 beyond it)",
     )
     parser.add_argument(
@@ -322,6 +322,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.web < 1 or args.workers < 0:
         parser.error("--web must be at least 1 and --workers at least 0")
+    if args.fake_llm_rps is not None and (args.fake_llm_rps < 1 or not args.fake_llm):
+        parser.error("--fake-llm-rps takes --fake-llm, and at least 1")
     return args
 
 
