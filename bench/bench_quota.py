@@ -12,10 +12,12 @@ quota's rate; for the token quota, the prompt tokens the scores report at the qu
 which a batch under one minute's quota beats: the whole of it fits in the first minute),
 and the circuit breaker's state at the end. Each run has a fake judge of its own, so it
 starts with the whole quota. --pace also sets SCORING_LLM_RPM / SCORING_LLM_TPM
-to that share of the quota (the known limit; docs/llm.md, "Pacing").
+to that share of the quota (the known limit; docs/llm.md, "Pacing"); --announce-limits has the
+fake send the quota in OpenAI's x-ratelimit-limit-* headers, as OpenAI does.
 
     .venv/bin/python bench/bench_quota.py --scorings 60
     .venv/bin/python bench/bench_quota.py --scorings 60,500 --pace 0.95
+    .venv/bin/python bench/bench_quota.py --scorings 60,500 --announce-limits
 """
 
 import argparse
@@ -80,6 +82,9 @@ def main() -> None:
         "--pace", type=float, default=0, help="also set SCORING_LLM_RPM / SCORING_LLM_TPM to this share of the quota"
     )
     parser.add_argument("--quotas", default="rpm,tpm", help="which quotas to run")
+    parser.add_argument(
+        "--announce-limits", action="store_true", help="the fake sends the quota in headers with every answer"
+    )
     args = parser.parse_args()
 
     with work_folder() as work, contextlib.ExitStack() as stack:
@@ -93,12 +98,14 @@ def main() -> None:
         print(
             f"\nrequest quota {args.rps:g}/s ({args.rps * 60:g} RPM), token quota {args.tpm:,} TPM; "
             f"{args.workers} worker processes a cluster; known limit set: "
-            f"{f'{args.pace:.0%} of the quota' if args.pace else 'no'}.\n"
+            f"{f'{args.pace:.0%} of the quota' if args.pace else 'no'}; "
+            f"announced in the answers' headers: {'yes' if args.announce_limits else 'no'}.\n"
         )
         print("| quota | N | clusters | completed | failed | 429s | wall, s | ideal, s | of ideal | breaker |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for quota in args.quotas.split(","):
             option = ["--rps", str(args.rps)] if quota == "rpm" else ["--tpm", str(args.tpm)]
+            option += ["--announce-limits"] if args.announce_limits else []
             pace = {}
             if args.pace:
                 pace = (

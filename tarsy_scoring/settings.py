@@ -281,7 +281,8 @@ SCORING_LLM_MAX_RETRY_AFTER_S = env_number("SCORING_LLM_MAX_RETRY_AFTER_S", 60.0
 # 429, before it fails saying so; waits never use up SCORING_LLM_MAX_RETRIES (docs/llm.md).
 SCORING_RATE_LIMIT_PATIENCE_S = env_number("SCORING_RATE_LIMIT_PATIENCE_S", 21600.0)
 # The judge model's known limits, requests and prompt tokens a minute for every worker
-# together (0: unknown); calls are paced to them (scoring/judge/pacing.py, docs/llm.md).
+# together (0: 95% of what the provider's answers announce, if they do); calls are paced to
+# them (scoring/judge/pacing.py, docs/llm.md).
 SCORING_LLM_RPM = env_number("SCORING_LLM_RPM", 0, int)
 SCORING_LLM_TPM = env_number("SCORING_LLM_TPM", 0, int)
 SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)

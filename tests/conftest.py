@@ -26,6 +26,16 @@ def pytest_configure(config):
 
 
 @pytest.fixture(autouse=True)
+def no_announced_limits():
+    """The provider's limits that one test's judge calls learned (scoring/judge/pacing.py) pace no other's."""
+    from scoring.judge import pacing
+
+    pacing.forget_announced_limits()
+    yield
+    pacing.forget_announced_limits()
+
+
+@pytest.fixture(autouse=True)
 def session_writers(settings):
     from tests.support.servers import TEST_SESSION_WRITERS
 

@@ -16,7 +16,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -390,8 +390,8 @@ def _wait_for_turn(
         if failure is not None and failure.kind == "rate_limited":
             raise RateLimited(_quota_message(failure), retry_after_s=wait)
         raise RateLimited(
-            f"judge LLM rate-limited: {model}'s calls are paced (SCORING_LLM_RPM, SCORING_LLM_TPM, or a "
-            f"provider's Retry-After), and this one's turn is {wait:,.1f} s away",
+            f"judge LLM rate-limited: {model}'s calls are paced (SCORING_LLM_RPM, SCORING_LLM_TPM, the "
+            f"provider's announced limits or its Retry-After), and this one's turn is {wait:,.1f} s away",
             retry_after_s=wait,
         )
     if wait > 0:
@@ -468,10 +468,13 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
             num_retries=0,  # litellm's retries
         )
     except openai.OpenAIError as exc:  # every litellm exception derives from it
+        _learn_announced_limits(model, getattr(exc, "litellm_response_headers", None))  # a 429's too
         failure = _classify(exc)
         metrics.observe_llm_call(time.monotonic() - started, failure.kind)
         raise _AttemptFailed(failure) from exc
     metrics.observe_llm_call(time.monotonic() - started, "ok")
+    hidden_params = getattr(response, "_hidden_params", None) or {}
+    _learn_announced_limits(model, hidden_params.get("additional_headers"), ANSWER_HEADER_PREFIX)
     content, input_tokens, output_tokens, cached_input_tokens = _read_response(response)
     logger.info(
         "judge LLM %s answered in %.1f s (attempt %d; %s input (%s cached) / %s output tokens)",
@@ -483,7 +486,8 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
         output_tokens,
     )
     logger.debug("judge LLM reply: %s", _truncate(content, LOG_TEXT_LIMIT))
-    return LLMReply(content, input_tokens, output_tokens, _cost_usd(response), model, cached_input_tokens)
+    cost_usd = _cost_usd(hidden_params)
+    return LLMReply(content, input_tokens, output_tokens, cost_usd, model, cached_input_tokens)
 
 
 def _read_response(response) -> tuple[str, int | None, int | None, int | None]:
@@ -498,9 +502,42 @@ def _read_response(response) -> tuple[str, int | None, int | None, int | None]:
     return content, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None), cached
 
 
-def _cost_usd(response) -> Decimal | None:
+# The response headers in which providers announce their limits a minute, the first found
+# used: OpenAI's and Anthropic's.
+REQUEST_LIMIT_HEADERS = ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
+TOKEN_LIMIT_HEADERS = ("x-ratelimit-limit-tokens",)
+# How litellm hands on an answer's headers (``additional_headers``): as the provider named them, prefixed.
+ANSWER_HEADER_PREFIX = "llm_provider-"
+
+
+def _learn_announced_limits(model: str, headers: Mapping[str, str] | None, prefix: str = "") -> None:
+    """Tell the pacing the limits that a response's ``headers`` announce (``prefix`` before each name).
+
+    No token limit for a model that caches only where marked (Anthropic's): its input-token
+    limit does not count cache reads, which a scoring's later turns mostly are and the pacing,
+    counting whole prompts before they are sent, cannot tell apart (and litellm renames its
+    "tokens" limit, the smaller of its input and output ones, to OpenAI's name)."""
+    if not headers:
+        return
+    requests_per_min = _first_limit(headers, REQUEST_LIMIT_HEADERS, prefix)
+    tokens_per_min = None if takes_cache_breakpoints() else _first_limit(headers, TOKEN_LIMIT_HEADERS, prefix)
+    pacing.learn_limits(model, requests_per_min, tokens_per_min)
+
+
+def _first_limit(headers: Mapping[str, str], names: tuple[str, ...], prefix: str) -> int | None:
+    for name in names:
+        try:
+            limit = int(headers.get(prefix + name))
+        except (TypeError, ValueError):
+            continue
+        if limit > 0:
+            return limit
+    return None
+
+
+def _cost_usd(hidden_params: dict) -> Decimal | None:
     """The reply's cost as litellm computed it for the response (``completion_cost``, the cache
     discount included), kept in its hidden parameters: computing it again cost the worker
     about a millisecond per call. None when litellm has no price for the model."""
-    cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+    cost = hidden_params.get("response_cost")
     return None if cost is None else Decimal(str(cost))

@@ -8,6 +8,8 @@ Two rules, kept in the ``judge_pacing`` table (one row per model; docs/llm.md, "
 - With known limits, SCORING_LLM_RPM (requests a minute) and SCORING_LLM_TPM (prompt tokens a
   minute, estimated from the request's characters), each call takes the next turn of both
   buckets (``take_turn``): calls start evenly spaced at the limit, across every process.
+  A limit not set is known from the provider's answers where they announce it
+  (``learn_limits``), at ANNOUNCED_LIMIT_SHARE of it.
 
 A turn is taken in a transaction that holds the row (PostgreSQL: SELECT ... FOR UPDATE;
 SQLite: its IMMEDIATE transactions take turns), so two calls never take the same turn.
@@ -18,6 +20,7 @@ reads the row at most every NOT_BEFORE_READ_S per process.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from django.conf import settings
@@ -26,11 +29,50 @@ from django.db.models import BigIntegerField, Case, F, Value, When
 
 from scoring.models import JudgePacing
 
+logger = logging.getLogger(__name__)
+
 US_PER_MINUTE = 60_000_000
 # Without known limits, how often a process reads a model's hold that other processes set.
 NOT_BEFORE_READ_S = 0.2
 # model -> (time.monotonic() when read, not_before_us); a dict's get and set are atomic.
 _not_before_seen: dict[str, tuple[float, int]] = {}
+# The share of a limit the provider announces that calls are paced at: a request's arrival at
+# the provider varies by some milliseconds, and one that arrives early meets a 429.
+ANNOUNCED_LIMIT_SHARE = 0.95
+# model -> (requests, tokens) a minute, the provider's last announcement of each seen by this
+# process (0: none). Every process learns them from its own first answer or 429.
+_announced: dict[str, tuple[int, int]] = {}
+
+
+def learn_limits(model: str, requests_per_min: int | None, tokens_per_min: int | None) -> None:
+    """The provider's answer to a call to ``model`` announced these limits (None: not announced)."""
+    known = _announced.get(model, (0, 0))
+    announced = (requests_per_min or known[0], tokens_per_min or known[1])
+    if announced != known:
+        _announced[model] = announced
+        logger.info(
+            "%s announces %s requests and %s prompt tokens a minute (0: not announced); calls are paced at "
+            "%.0f%% of them where SCORING_LLM_RPM / SCORING_LLM_TPM is not set",
+            model,
+            *announced,
+            ANNOUNCED_LIMIT_SHARE * 100,
+        )
+
+
+def forget_announced_limits() -> None:
+    _announced.clear()
+
+
+def limits(model: str) -> tuple[int, int]:
+    """The requests and prompt tokens a minute that calls to ``model`` are paced at (0: none):
+    SCORING_LLM_RPM and SCORING_LLM_TPM where set, else a share of what the provider announced."""
+    announced_rpm, announced_tpm = _announced.get(model, (0, 0))
+    rpm = settings.SCORING_LLM_RPM or _share(announced_rpm)
+    return rpm, settings.SCORING_LLM_TPM or _share(announced_tpm)
+
+
+def _share(announced: int) -> int:
+    return max(1, int(announced * ANNOUNCED_LIMIT_SHARE)) if announced else 0
 
 
 def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float:
@@ -40,7 +82,7 @@ def take_turn(model: str, prompt_tokens: int, *, longest_wait_s: float) -> float
     same, and the caller must not send the call (the scoring waits in the queue instead).
     """
     now = _now_us()
-    rpm, tpm = settings.SCORING_LLM_RPM, settings.SCORING_LLM_TPM
+    rpm, tpm = limits(model)
     if not rpm and not tpm:
         return max(0, _not_before_us(model) - now) / 1_000_000
     with transaction.atomic():

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import pytest
 
-from scoring.judge import circuit, errors, llm
+from scoring.judge import circuit, errors, llm, pacing
 from scoring.models import JudgePacing
 from tests.support.fake_llm import (
     CloseConnection,
@@ -49,6 +49,36 @@ def test_reply_carries_content_tokens_and_model(judge_llm):
     reply = llm.complete(MESSAGES)
 
     assert reply == llm.LLMReply("Total score: 62", 1234, 56, None, "openai/fake-judge", 0)
+
+
+# OpenAI's names; the fake's Messages API sends Anthropic's.
+ANNOUNCED_LIMITS = {"x-ratelimit-limit-requests": "120", "x-ratelimit-limit-tokens": "600000"}
+
+
+@pytest.mark.parametrize("model", ["openai/fake-judge", "anthropic/claude-sonnet-4-5"])
+def test_the_limits_a_providers_answers_announce_pace_the_calls_after_them(judge_llm, settings, model):
+    settings.SCORING_LLM_MODEL = model
+    if model.startswith("anthropic/"):
+        settings.SCORING_LLM_API_BASE = judge_llm.url  # the fake's Messages API, with Anthropic's headers
+    judge_llm.set_default(Reply("Total score: 40", headers=ANNOUNCED_LIMITS))
+
+    llm.complete(MESSAGES)  # 120 requests and 600,000 tokens a minute, announced
+    # Claude's token limit is not learned: it does not count cache reads (llm._learn_announced_limits).
+    assert pacing.limits(model) == (114, 0 if model.startswith("anthropic/") else 570_000)
+    llm.complete(MESSAGES)
+    llm.complete(MESSAGES)
+
+    # The first call was sent unpaced; the next two 60 / 114 s apart (the clock's own jitter aside).
+    (gap,) = gaps(judge_llm.requests[1:])
+    assert gap >= 0.4
+
+
+def test_a_429_that_announces_the_limits_teaches_them_too(judge_llm):
+    judge_llm.push(Error(429, headers={"Retry-After": "0", **ANNOUNCED_LIMITS}), Reply("Total score: 40"))
+
+    llm.complete(MESSAGES)
+
+    assert pacing.limits("openai/fake-judge") == (114, 570_000)
 
 
 def test_reply_carries_the_tokens_the_provider_read_from_its_prompt_cache(judge_llm):

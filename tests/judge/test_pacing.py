@@ -50,6 +50,26 @@ def test_known_limits_space_the_calls_by_requests_and_by_prompt_tokens(settings)
 
 
 @pytest.mark.django_db
+def test_limits_the_provider_announced_pace_the_calls_at_a_share_of_them_unless_set(settings):
+    assert pacing.limits(MODEL) == (0, 0)
+
+    pacing.learn_limits(MODEL, 120, None)
+    pacing.learn_limits(MODEL, None, 100_000)  # an answer that announces one limit keeps the other
+    assert pacing.limits(MODEL) == (114, 95_000)
+    assert pacing.limits("openai/another-model") == (0, 0)
+    started_us = time.time_ns() // 1000
+    pacing.take_turn(MODEL, 10, longest_wait_s=60)
+    # The next request 60 / 114 s later.
+    assert JudgePacing.objects.get(model=MODEL).next_request_us - started_us >= 60_000_000 // 114
+
+    settings.SCORING_LLM_RPM = 30  # a limit set wins over the announced one
+    assert pacing.limits(MODEL) == (30, 95_000)
+    pacing.learn_limits(MODEL, 1, None)  # a limit under the share's rounding is still one
+    settings.SCORING_LLM_RPM = 0
+    assert pacing.limits(MODEL) == (1, 95_000)
+
+
+@pytest.mark.django_db
 def test_a_turn_further_than_the_caller_may_wait_is_not_taken(settings):
     settings.SCORING_LLM_RPM = 6  # a request every 10 s
     pacing.take_turn(MODEL, 10, longest_wait_s=60)
@@ -95,20 +115,24 @@ def settled(score_ids) -> bool:
     return not SessionScore.objects.filter(pk__in=score_ids, status__in=ScoringStatus.active_values()).exists()
 
 
+def batch_on_two_clusters(start_worker, judge_llm, quota: AccountQuota, count: int, **settings) -> list[str]:
+    """``count`` scorings judged by two worker clusters against ``quota``; their statuses once settled."""
+    judge_llm.set_default(quota)
+    env = {**judge_llm.env(), "SCORING_WORKER_POLL_S": "0.2", "SCORING_LLM_TIMEOUT_S": "10", **settings}
+    start_worker(**env)
+    start_worker(**env)
+    score_ids = queue_scorings(count)
+    services.wake_workers(count)
+
+    wait_for(lambda: settled(score_ids), timeout_s=120, what="the batch to end")
+    return list(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True))
+
+
 @pytest.mark.processes
 def test_two_worker_clusters_complete_a_batch_under_an_account_quota_with_the_breaker_closed(start_worker, judge_llm):
     quota = AccountQuota(Reply(TURN1), requests_per_s=4)
-    judge_llm.set_default(quota)
-    env = {**judge_llm.env(), "SCORING_WORKER_POLL_S": "0.2", "SCORING_LLM_TIMEOUT_S": "10"}
-    start_worker(**env)
-    start_worker(**env)
-    score_ids = queue_scorings(16)
-    services.wake_workers(16)
 
-    wait_for(lambda: settled(score_ids), timeout_s=120, what="the batch to end")
-
-    statuses = list(SessionScore.objects.filter(pk__in=score_ids).values_list("status", flat=True))
-    assert statuses == ["completed"] * 16
+    assert batch_on_two_clusters(start_worker, judge_llm, quota, 16) == ["completed"] * 16
     assert quota.rate_limited > 0  # the quota held calls back
     assert quota.answered == 32  # and no scoring was judged twice
     assert circuit.state(judge_llm.env()["SCORING_LLM_MODEL"])["state"] == "closed"
@@ -117,16 +141,25 @@ def test_two_worker_clusters_complete_a_batch_under_an_account_quota_with_the_br
 @pytest.mark.processes
 def test_with_the_known_limit_two_worker_clusters_complete_a_batch_paced_across_processes(start_worker, judge_llm):
     quota = AccountQuota(Reply(TURN1), requests_per_s=4)
-    judge_llm.set_default(quota)
+
     # 180 a minute: one call every 1/3 s across both clusters, under the 4 a second the provider allows.
-    env = {**judge_llm.env(), "SCORING_WORKER_POLL_S": "0.2", "SCORING_LLM_TIMEOUT_S": "10", "SCORING_LLM_RPM": "180"}
-    start_worker(**env)
-    start_worker(**env)
-    score_ids = queue_scorings(8)
-    services.wake_workers(8)
+    statuses = batch_on_two_clusters(start_worker, judge_llm, quota, 8, SCORING_LLM_RPM="180")
 
-    wait_for(lambda: settled(score_ids), timeout_s=120, what="the batch to end")
-
-    assert SessionScore.objects.filter(pk__in=score_ids, status="completed").count() == 8
+    assert statuses == ["completed"] * 8
     assert quota.answered == 16
     assert circuit.state(judge_llm.env()["SCORING_LLM_MODEL"])["state"] == "closed"
+
+
+@pytest.mark.processes
+def test_worker_clusters_pace_to_the_limit_the_provider_announces(start_worker, judge_llm):
+    quota = AccountQuota(Reply(TURN1), requests_per_s=4, announce=True)
+
+    no_limit_set = {"SCORING_LLM_RPM": "0", "SCORING_LLM_TPM": "0"}  # the one the answers announce
+    statuses = batch_on_two_clusters(start_worker, judge_llm, quota, 16, **no_limit_set)
+
+    assert statuses == ["completed"] * 16
+    assert quota.answered == 32
+    model = judge_llm.env()["SCORING_LLM_MODEL"]
+    # The calls took turns of the shared request bucket, which only a known limit starts.
+    assert JudgePacing.objects.get(model=model).next_request_us > 0
+    assert circuit.state(model)["state"] == "closed"

@@ -56,6 +56,7 @@ class Reply:
     prompt_tokens: int | None = None  # default: a rough count of the request's characters
     completion_tokens: int | None = None
     cached_tokens: int | None = None  # default: what the server's prompt cache holds of the request
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -235,12 +236,25 @@ class AccountQuota:
     ``tokens_per_min`` prompt tokens (4 characters a token, as ``chat_completion`` counts) in any
     minute, over every client of the server; beyond it a 429 with OpenAI's body and a
     ``Retry-After`` of whole seconds (as the providers send it). ``answered`` and
-    ``rate_limited`` count the requests of each kind."""
+    ``rate_limited`` count the requests of each kind.
 
-    def __init__(self, reply: Reply = Reply(), *, requests_per_s: float | None = None, tokens_per_min: int | None = None):
-        self.reply = reply
+    With ``announce``, every answer carries the quota in OpenAI's headers (a minute's worth:
+    ``x-ratelimit-limit-requests``, ``x-ratelimit-limit-tokens``), as OpenAI and Anthropic send
+    theirs (Anthropic's named ``anthropic-ratelimit-*``); without, none, as Gemini. OpenAI
+    too enforces a minute's request limit over shorter periods, as this quota does over a second."""
+
+    def __init__(
+        self,
+        reply: Reply = Reply(),
+        *,
+        requests_per_s: float | None = None,
+        tokens_per_min: int | None = None,
+        announce: bool = False,
+    ):
         self.requests_per_s = requests_per_s
         self.tokens_per_min = tokens_per_min
+        self.headers = self._limit_headers() if announce else {}
+        self.reply = replace(reply, headers={**reply.headers, **self.headers})
         self.answered = 0
         self.rate_limited = 0
         self._lock = threading.Lock()
@@ -259,6 +273,14 @@ class AccountQuota:
             self._recent.append((now, tokens))
             self.answered += 1
         return self.reply
+
+    def _limit_headers(self) -> dict[str, str]:
+        headers = {}
+        if self.requests_per_s is not None:
+            headers["x-ratelimit-limit-requests"] = str(int(self.requests_per_s * 60))
+        if self.tokens_per_min is not None:
+            headers["x-ratelimit-limit-tokens"] = str(self.tokens_per_min)
+        return headers
 
     def _wait_s(self, now: float, tokens: int) -> float:
         waits = [0.0]
@@ -283,7 +305,7 @@ class AccountQuota:
             f"Please try again in {wait:.3f}s.",
             "rate_limit_exceeded",
             "requests" if self.requests_per_s is not None else "tokens",
-            {"Retry-After": str(max(1, math.ceil(wait)))},
+            {"Retry-After": str(max(1, math.ceil(wait))), **self.headers},
         )
 
 
@@ -362,15 +384,18 @@ class FakeLLMServer:
             release = self._release
         if callable(step):
             step = step(request.body)
+        anthropic = request.path.startswith(ANTHROPIC_MESSAGES_PATH)
+        if anthropic and isinstance(step, Reply | Error):
+            step = replace(step, headers=_anthropic_headers(step.headers))
         if not isinstance(step, Reply):
             _perform(step, request.body, release, handler)
             return
         if step.delay:
             release.wait(step.delay)
-        if request.path.startswith(ANTHROPIC_MESSAGES_PATH):
-            handler.send_json(200, self._anthropic_message(step, request.body or {}))
+        if anthropic:
+            handler.send_json(200, self._anthropic_message(step, request.body or {}), step.headers)
         else:
-            handler.send_json(200, self._completion(step, request.body))
+            handler.send_json(200, self._completion(step, request.body), step.headers)
 
     def _completion(self, reply: Reply, body: dict | None) -> dict:
         """OpenAI's chat.completion, with the cached part of the prompt in ``prompt_tokens_details``."""
@@ -410,6 +435,25 @@ class FakeLLMServer:
         }
 
 
+# OpenAI's rate-limit headers, as Anthropic names them: its token limits are its input and
+# output ones apart, and "tokens", the smaller of them (the fake's one limit is of prompt tokens).
+ANTHROPIC_LIMIT_HEADERS = {
+    "x-ratelimit-limit-requests": ["anthropic-ratelimit-requests-limit"],
+    "x-ratelimit-limit-tokens": [
+        "anthropic-ratelimit-input-tokens-limit",
+        "anthropic-ratelimit-tokens-limit",
+    ],
+}
+
+
+def _anthropic_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {
+        renamed: value
+        for name, value in headers.items()
+        for renamed in ANTHROPIC_LIMIT_HEADERS.get(name.lower(), [name])
+    }
+
+
 def _perform(step: Step, body: dict | None, release: threading.Event, handler: ChatHandler) -> None:
     """Every step but a Reply, which the server answers with its prompt cache."""
     match step:
@@ -437,9 +481,20 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
     parser.add_argument("--rps", type=float, help="account-wide quota: requests per second (429 beyond)")
     parser.add_argument("--tpm", type=int, help="account-wide quota: prompt tokens per minute (429 beyond)")
+    parser.add_argument(
+        "--announce-limits",
+        action="store_true",
+        help="send the quota in OpenAI's x-ratelimit-limit-* headers with every answer, as OpenAI does",
+    )
     args = parser.parse_args()
+    if args.announce_limits and not (args.rps or args.tpm):
+        parser.error("--announce-limits needs a quota: --rps or --tpm")
     reply = Reply(args.reply, delay=args.delay)
-    default = AccountQuota(reply, requests_per_s=args.rps, tokens_per_min=args.tpm) if args.rps or args.tpm else reply
+    default = (
+        AccountQuota(reply, requests_per_s=args.rps, tokens_per_min=args.tpm, announce=args.announce_limits)
+        if args.rps or args.tpm
+        else reply
+    )
     server = FakeLLMServer(args.host, args.port, default=default)
     server.start()
     print(f"fake LLM listening on {server.url}/v1 (model: openai/<anything>)", flush=True)

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.support.fake_llm import ContextWindow, Error, Reply, Together
+from tests.support.fake_llm import AccountQuota, ContextWindow, Error, Reply, Together
 from tests.support.servers import REPO_DIR
 from tests.support.throwaway_servers import free_port
 
@@ -120,6 +120,23 @@ def test_together_answers_only_requests_that_are_in_the_server_at_once(fake_llm)
     assert [(status, body["error"]["message"]) for status, _, body in alone] == [
         (500, "fewer than 2 requests were in the server at once")
     ] * 2
+
+
+def test_a_quota_that_announces_itself_sends_openais_headers_and_anthropics_on_the_messages_api(fake_llm):
+    fake_llm.set_default(AccountQuota(Reply("ok"), requests_per_s=2, tokens_per_min=6000, announce=True))
+    claude = {"model": "claude", "messages": CHAT["messages"]}
+
+    ok, openai, _ = post(fake_llm.url, CHAT)
+    ok_too, anthropic, _ = post(fake_llm.url, claude, path="/v1/messages")
+    refused, refusal, _ = post(fake_llm.url, CHAT)
+
+    assert ok == ok_too == 200 and refused == 429  # two requests a second, the third refused
+    assert (openai["x-ratelimit-limit-requests"], openai["x-ratelimit-limit-tokens"]) == ("120", "6000")
+    assert "x-ratelimit-limit-requests" not in anthropic
+    assert anthropic["anthropic-ratelimit-requests-limit"] == "120"
+    assert anthropic["anthropic-ratelimit-input-tokens-limit"] == "6000"
+    assert anthropic["anthropic-ratelimit-tokens-limit"] == "6000"
+    assert refusal["Retry-After"] == "1" and refusal["x-ratelimit-limit-requests"] == "120"
 
 
 def test_a_context_window_refuses_what_is_over_it_in_openais_words(fake_llm):
