@@ -22,7 +22,8 @@ With --rps R the fake judge also has a quota for all the workers together: R req
 second, 429 with ``Retry-After`` beyond it (``bin/topology --fake-llm-rps``), so the ideal is
 at most R / 2 scorings a second; the report adds the 429s the workers met and the circuit
 breaker's state at the end, and each client may see a scoring's attempts that waited for the
-quota (started, progress, ``waiting_for_quota``) before its four events.
+quota (started, progress, ``waiting_for_quota``) before its four events. --announce-limits
+has the fake send the quota in its answers' headers, which the workers pace to.
 Exits 1 if anything is missing (a scoring not completed, an event not received or received
 twice); events that came out of order are listed without changing that. Everything it
 started is stopped and its folder removed on exit, Ctrl-C and SIGTERM included
@@ -31,6 +32,7 @@ started is stopped and its folder removed on exit, Ctrl-C and SIGTERM included
     .venv/bin/python bench/bench_topology.py
     .venv/bin/python bench/bench_topology.py --sessions 40 --latency-s 0.5   # quick
     .venv/bin/python bench/bench_topology.py --sessions 500 --latency-s 0 --rps 4
+    .venv/bin/python bench/bench_topology.py --sessions 500 --latency-s 0 --rps 4 --announce-limits
 """
 
 import argparse
@@ -176,6 +178,7 @@ def print_report(
         print(f"| ideal wall: rounds of up to C scorings x 2L | {rounds} x {2 * args.latency_s:g} s |")
     if args.rps:
         print(f"| ideal wall at the quota: 2 requests a scoring / R | {2 * count / args.rps:.1f} s |")
+        print(f"| the quota announced in the answers' headers | {'yes' if args.announce_limits else 'no'} |")
         met = f"{quota['rate_limits']}; {quota['breaker']}"
         print(f"| 429s the workers met; the circuit breaker at the end | {met} |")
     roles = ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu["roles"].items() if seconds)
@@ -248,18 +251,25 @@ def main() -> int:
     parser.add_argument(
         "--rps", type=int, help="the fake judge's quota for all workers together, requests per second"
     )
+    parser.add_argument(
+        "--announce-limits", action="store_true", help="with --rps: the fake announces its quota in headers"
+    )
     parser.add_argument("--post-concurrency", type=int, default=10, help="POST requests at once")
     parser.add_argument("--timeout-s", type=float, default=600, help="give up waiting after this")
     parser.add_argument("--keep-logs", type=Path, help="copy the processes' logs into this folder")
     args = parser.parse_args()
     if args.rps is not None and args.rps < 1:
         parser.error("--rps must be at least 1")
+    if args.announce_limits and not args.rps:
+        parser.error("--announce-limits takes --rps")
     if args.latency_s <= 0 and not args.rps:
         parser.error("with --latency-s 0, give --rps: something has to bound the throughput")
     topology_args = ["--web", str(args.web), "--workers", str(args.workers), "--fake-llm"]
     topology_args += ["--fake-llm-delay", str(args.latency_s)]
     if args.rps:
         topology_args += ["--fake-llm-rps", str(args.rps)]
+    if args.announce_limits:
+        topology_args += ["--fake-llm-announce-limits"]
     try:
         with work_folder() as work:
             log("starting the topology")

@@ -162,11 +162,14 @@ class Topology:
     def start_fake_llm(self, env: dict[str, str]) -> None:
         port = free_port()
         quota = f", quota {self.args.fake_llm_rps:g} requests/s" if self.args.fake_llm_rps else ""
+        quota += ", announced in its answers' headers" if self.args.fake_llm_announce_limits else ""
         log(f"starting the fake judge LLM on 127.0.0.1:{port} (delay {self.args.fake_llm_delay:g} s{quota})")
         command = [sys.executable, "-m", "tests.support.fake_llm", "--port", str(port)]
         command += ["--reply", self.args.fake_llm_reply, "--delay", str(self.args.fake_llm_delay)]
         if self.args.fake_llm_rps:
             command += ["--rps", str(self.args.fake_llm_rps)]
+        if self.args.fake_llm_announce_limits:
+            command += ["--announce-limits"]
         fake, log_file = self.spawn("fake-llm", command, env, 5)
         wait_until(lambda: accepts_connections(port), "the fake judge LLM", fake, log_file)
         self.service_env.update(
@@ -314,6 +317,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="the fake judge's quota for all workers together, requests per second (429 beyond it)",
     )
     parser.add_argument(
+        "--fake-llm-announce-limits",
+        action="store_true",
+        help="the fake judge announces its quota in OpenAI's x-ratelimit-limit-* headers",
+    )
+    parser.add_argument(
         "--run-dir",
         default=str(REPO / "var" / "topology"),
         help="folder for data and logs, emptied at start (default var/topology)",
@@ -324,6 +332,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--web must be at least 1 and --workers at least 0")
     if args.fake_llm_rps is not None and (args.fake_llm_rps < 1 or not args.fake_llm):
         parser.error("--fake-llm-rps takes --fake-llm, and at least 1")
+    if args.fake_llm_announce_limits and not args.fake_llm_rps:
+        parser.error("--fake-llm-announce-limits takes --fake-llm-rps")
     return args
 
 
