@@ -24,16 +24,10 @@ import argparse
 import contextlib
 
 from bench_pipeline import fake_judge, make_sessions, request_scorings, scores_of, wait_finished
-from common import (
-    machine_description,
-    rate_limits_met,
-    service_env,
-    setup_django,
-    throwaway_postgres,
-    work_folder,
-)
+from common import machine_description, service_env, setup_django, throwaway_postgres, work_folder
 
 from tests.support.throwaway_servers import Redis
+from tests.support.workers import rate_limits_met
 
 
 def run(args, env: dict[str, str], work, count: int, clusters: int, quota: str) -> dict:

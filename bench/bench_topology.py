@@ -44,7 +44,7 @@ import sys
 from pathlib import Path
 
 import psutil
-from common import machine_description, percentile, rate_limits_met, setup_django, tree_cpu_s, work_folder
+from common import machine_description, percentile, setup_django, tree_cpu_s, work_folder
 
 from tests.support.topology import (
     BATCH_ENV,
@@ -57,6 +57,7 @@ from tests.support.topology import (
     running_topology,
     score_rows,
 )
+from tests.support.workers import rate_limits_met
 
 
 def log(message: str) -> None:

@@ -216,11 +216,6 @@ def cpu_seconds(pids: list[int]) -> float:
     return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
 
 
-def rate_limits_met(logs: list[Path]) -> int:
-    """The 429s the workers writing ``logs`` met: each is one line of its worker's log."""
-    return sum(log.read_text(errors="replace").count("rate-limited (429): every call") for log in logs)
-
-
 def tree_cpu_s(process) -> float:
     """CPU seconds of a ``psutil.Process`` and all its descendants, the exited ones included
     (a parent's children_* times count the children it has reaped)."""

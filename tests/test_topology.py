@@ -25,7 +25,7 @@ from tests.support.topology import (
     running_topology,
     score_rows,
 )
-from tests.support.workers import wait_for
+from tests.support.workers import rate_limits_met, wait_for
 
 pytestmark = pytest.mark.processes
 
@@ -166,7 +166,7 @@ def test_a_batch_against_the_judge_s_quota_completes_and_clients_see_each_scorin
 
     assert batch_problems(batch, rows) == []
     assert {row["status"] for row in rows} == {"completed"}
-    assert sum(log.read_text(errors="replace").count("rate-limited (429)") for log in logs) > 0
+    assert rate_limits_met(logs) > 0
     for url, arrivals in batch.arrivals.items():
         waits = [a.event for a in arrivals if a.event.get("phase") == WAITED_FOR_QUOTA[1]]
         assert waits, f"no scoring seen through {url} went back to the queue for the quota"

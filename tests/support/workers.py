@@ -22,6 +22,11 @@ from tests.support.servers import REPO_DIR, child_env, wait_for_log
 WORKER_READY_PATTERN = r"ready for work at"
 
 
+def rate_limits_met(logs: list[Path]) -> int:
+    """The 429s the workers writing ``logs`` met: each is one INFO line of its worker's log."""
+    return sum(log.read_text(errors="replace").count("rate-limited (429): every call") for log in logs)
+
+
 class WorkerCluster:
     """One django-q2 cluster in its own process group, as a service manager runs it."""
 
