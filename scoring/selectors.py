@@ -3,6 +3,7 @@
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cache
 
 from django.conf import settings
 from django.db.models import (
@@ -43,6 +44,7 @@ from scoring.models import (
     SessionStatus,
     SessionWrite,
 )
+from scoring.precompiled import PrecompiledQuery, precompile
 
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
@@ -218,20 +220,42 @@ def oldest_pending_score_ids(limit: int, *, now_us: int) -> list:
     """The ``limit`` pending scores due first: a pending row's started_at_us is when it is
     due (its request, or the end of its wait for the provider's quota), so the
     (status, started_at_us) index serves this; one still waiting is left out."""
-    pending = SessionScore.objects.filter(status=ScoringStatus.PENDING, started_at_us__lte=now_us).order_by(
-        "started_at_us", "score_id"
-    )
-    return list(pending.values_list("score_id", flat=True)[:limit])
+    score_id = SessionScore._meta.pk
+    return [score_id.to_python(row[0]) for row in _oldest_pending(limit).rows(now_us=now_us)]
+
+
+# The claim path's reads, compiled once per process (scoring.precompiled): every claim runs them.
+@cache
+def _oldest_pending(limit: int) -> PrecompiledQuery:
+    marker = -1  # unique among the parameters: the other one is a status
+    pending = SessionScore.objects.filter(status=ScoringStatus.PENDING, started_at_us__lte=marker)
+    ids = pending.order_by("started_at_us", "score_id").values_list("score_id", flat=True)[:limit]
+    return precompile(ids.query, now_us=marker)
 
 
 def in_progress_count() -> int:
     """Judge jobs in progress across all workers, which SCORING_MAX_IN_FLIGHT bounds: scorings and MCP reports."""
+    return _in_progress_count().rows()[0][0]
+
+
+@cache
+def _in_progress_count() -> PrecompiledQuery:
     # One statement, not a count per table: it is on every claim's path.
     scorings, reports = (
         model.objects.filter(status=ScoringStatus.IN_PROGRESS).order_by().values("pk")
         for model in (SessionScore, InsightReport)
     )
-    return scorings.union(reports, all=True).count()
+    return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
+
+
+def any_pending_report() -> bool:
+    """Whether an MCP report waits for a worker: every claim asks first."""
+    return bool(_any_pending_report().rows())
+
+
+@cache
+def _any_pending_report() -> PrecompiledQuery:
+    return precompile(InsightReport.objects.filter(status=ScoringStatus.PENDING).values("pk")[:1].query)
 
 
 def active_score(session_id) -> SessionScore | None:

@@ -38,6 +38,7 @@ from scoring.models import (
     SessionWrite,
 )
 from scoring.ops.logs import log_context
+from scoring.precompiled import PrecompiledQuery, precompile
 from scoring.realtime import events
 from scoring.tarsy import ingest
 
@@ -300,23 +301,16 @@ def copy_latest_scores(session_ids) -> None:
     # One session, as each score's move does twice per scoring: the same UPDATE, compiled
     # once per process, since compiling its five subqueries costs the worker about 2 ms of
     # CPU, several times what running it costs.
-    sql, compiled_params, position = _copy_latest_of_one()
-    params = list(compiled_params)  # the cached list is shared by every thread
-    params[position] = AlertSession._meta.pk.get_db_prep_value(session_ids[0], connection)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+    _copy_latest_of_one().rows(session_id=AlertSession._meta.pk.get_db_prep_value(session_ids[0], connection))
 
 
 @cache
-def _copy_latest_of_one() -> tuple[str, tuple, int]:
-    """``copy_latest_scores``'s UPDATE for one session: its SQL, its parameters, and the
-    position among them of the session's id, to be replaced."""
+def _copy_latest_of_one() -> PrecompiledQuery:
+    """``copy_latest_scores``'s UPDATE for one session, its id marked."""
     marker = uuid.uuid4()
     update = AlertSession.objects.filter(pk=marker).query.chain(UpdateQuery)
     update.add_update_values(selectors.latest_score_columns())
-    sql, params = update.get_compiler(connection=connection).as_sql()
-    marker_param = AlertSession._meta.pk.get_db_prep_value(marker, connection)
-    return sql, tuple(params), list(params).index(marker_param)
+    return precompile(update, session_id=AlertSession._meta.pk.get_db_prep_value(marker, connection))
 
 
 def wake_workers(new_scores: int) -> None:

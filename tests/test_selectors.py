@@ -5,6 +5,9 @@ import time
 import pytest
 
 from scoring import selectors
+from scoring.insights import reports
+from scoring.insights.filters import InsightFilters
+from scoring.models import InsightReport
 from tests.support.factories import T0_US, make_score, make_session
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +48,34 @@ def test_the_dashboard_list_filters_and_sorts_by_each_sessions_newest_score():
     scored = listed(sort="-score")
     assert scored[:5] == expected(good, by_score_desc) + [sessions[4][0].session_id]
 
+
+
+def test_the_pending_scores_due_first_come_first_and_one_still_waiting_not_at_all():
+    now_us = time.time_ns() // 1000
+    first, second, waiting = (
+        make_score(make_session(), "pending", started_at_us=now_us + offset_s * 1_000_000)
+        for offset_s in (-2, -1, 60)
+    )
+    make_score(make_session(), "in_progress", started_at_us=now_us - 3_000_000)
+
+    assert selectors.oldest_pending_score_ids(5, now_us=now_us) == [first.pk, second.pk]
+    assert selectors.oldest_pending_score_ids(1, now_us=now_us) == [first.pk]
+    assert selectors.oldest_pending_score_ids(5, now_us=now_us + 61_000_000) == [
+        first.pk,
+        second.pk,
+        waiting.pk,
+    ]
+
+
+def test_jobs_in_progress_are_scorings_and_reports_in_progress():
+    for status in ("in_progress", "in_progress", "pending", "completed"):
+        make_score(make_session(), status)
+    assert selectors.in_progress_count() == 2
+    assert not selectors.any_pending_report()
+
+    report = reports.request_report(InsightFilters(), "alice")
+    assert selectors.any_pending_report()
+    assert selectors.in_progress_count() == 2
+    InsightReport.objects.filter(pk=report.pk).update(status="in_progress")
+    assert not selectors.any_pending_report()
+    assert selectors.in_progress_count() == 3

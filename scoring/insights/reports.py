@@ -109,9 +109,9 @@ def claim_pending_reports(limit: int) -> list[InsightReport]:
     fewer than SCORING_MAX_IN_FLIGHT judge jobs (scorings and reports) stay in progress
     across all workers; returns those claimed. A worker's dispatcher claims them for its
     free slots, in the same turns as scorings (``services.claim_pending_scores``)."""
-    pending = InsightReport.objects.filter(status=Status.PENDING).order_by("requested_at_us", "report_id")
-    if not pending.exists():  # idle workers poll: a plain read first, with no write lock
+    if not selectors.any_pending_report():  # idle workers poll: a plain read first, with no write lock
         return []
+    pending = InsightReport.objects.filter(status=Status.PENDING).order_by("requested_at_us", "report_id")
     with transaction.atomic():
         room = services.claim_room(limit)
         if room <= 0:
