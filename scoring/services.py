@@ -51,6 +51,11 @@ _ALLOWED_TRANSITIONS = {
     Status.COMPLETED: set(),
     Status.FAILED: set(),
 }
+# Of each status, the statuses a score may move to it from (sorted: one statement text each).
+_SOURCES = {
+    status: tuple(sorted(str(source) for source, moves in _ALLOWED_TRANSITIONS.items() if status in moves))
+    for status in Status
+}
 _EVENT_FOR_STATUS = {Status.PENDING: events.PROGRESS, Status.IN_PROGRESS: events.STARTED, Status.COMPLETED: events.COMPLETED, Status.FAILED: events.FAILED}
 DB_RETRY_DELAY_S = 1.0
 # Any constant bigints; each names the advisory lock that one kind of write queues on.
@@ -671,8 +676,7 @@ def _move(
 ) -> SessionScore | None:
     """``_transition``'s write, inside the caller's transaction. ``in_transaction`` runs
     before the session's copy of its scores is written, so that the copy holds what it wrote."""
-    sources = [source for source, targets in _ALLOWED_TRANSITIONS.items() if to_status in targets]
-    score = _update_returning(SessionScore.objects.filter(pk=score_id, status__in=sources), status=to_status, **values)
+    score = _update_returning(score_id, _SOURCES[to_status], {"status": to_status, **values})
     if score is None:
         return None
     if in_transaction is not None:
@@ -682,31 +686,52 @@ def _move(
     return score
 
 
-def _update_returning(scores, **values) -> SessionScore | None:
-    """``scores.update(**values)`` for at most one score, and the score as updated (None when
-    none matched): one statement (UPDATE ... RETURNING) where the ORM takes an UPDATE and a SELECT."""
-    update = scores.query.chain(UpdateQuery)
-    update.add_update_values(values)
-    sql, params = update.get_compiler(connection=connection).as_sql()
-    fields = SessionScore._meta.concrete_fields
+def _update_returning(score_id, sources: tuple[str, ...], values: dict) -> SessionScore | None:
+    """Set ``values`` on the score if its status is one of ``sources``, and return the score as
+    updated (None when it is not): one statement (UPDATE ... RETURNING) where the ORM takes an
+    UPDATE and a SELECT. Its SQL is written once per set of columns, since compiling it cost the
+    worker more than running it costs the database; the values are prepared as the ORM prepares
+    them (some, such as JSON, into objects that ``scoring.precompiled``'s markers cannot find)."""
+    meta = SessionScore._meta
+    params = [meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
+    params += [meta.pk.get_db_prep_value(score_id, connection), *sources]
     with connection.cursor() as cursor:
-        cursor.execute(f"{sql} RETURNING {_score_columns()}", params)
+        cursor.execute(_update_returning_sql(tuple(values), len(sources)), params)
         row = cursor.fetchone()
     if row is None:
         return None
-    table = SessionScore._meta.db_table
     converted = []
-    for field, value in zip(fields, row):
-        column = field.get_col(table)
-        for convert in [*connection.ops.get_db_converters(column), *field.get_db_converters(connection)]:
+    for (column, converters), value in zip(_score_converters(), row):
+        for convert in converters:
             value = convert(value, column, connection)
         converted.append(value)
-    return SessionScore.from_db(connection.alias, [field.attname for field in fields], converted)
+    attnames = [field.attname for field in meta.concrete_fields]
+    return SessionScore.from_db(connection.alias, attnames, converted)
 
 
 @cache
-def _score_columns() -> str:
-    return ", ".join(connection.ops.quote_name(field.column) for field in SessionScore._meta.concrete_fields)
+def _update_returning_sql(names: tuple[str, ...], sources: int) -> str:
+    quote = connection.ops.quote_name
+    meta = SessionScore._meta
+    assignments = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in names)
+    columns = ", ".join(quote(field.column) for field in meta.concrete_fields)
+    return (
+        f"UPDATE {quote(meta.db_table)} SET {assignments} "
+        f"WHERE {quote(meta.pk.column)} = %s AND {quote(meta.get_field('status').column)} IN "
+        f"({', '.join(['%s'] * sources)}) RETURNING {columns}"
+    )
+
+
+@cache
+def _score_converters() -> list[tuple]:
+    """Of each column ``_update_returning`` reads back, in order: the column, and the
+    converters that the ORM applies to its values."""
+    table = SessionScore._meta.db_table
+    columns = [field.get_col(table) for field in SessionScore._meta.concrete_fields]
+    return [
+        (column, [*connection.ops.get_db_converters(column), *column.field.get_db_converters(connection)])
+        for column in columns
+    ]
 
 
 def _retrying_once(write, what: str):

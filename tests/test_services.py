@@ -272,6 +272,27 @@ def test_cost_is_recorded_when_litellm_knows_the_price(judge_llm, settings):
     assert isinstance(score.cost_usd, Decimal) and score.cost_usd > 0
 
 
+def test_each_move_returns_the_score_as_its_update_stored_it(judge_llm, settings):
+    """A move reads its row back from its own UPDATE: what it returns (and so what its event
+    says) is what a fresh read of the row gives, field by field, on either database."""
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"  # priced: the cost is a Decimal
+    judge_llm.push(Reply(TURN1, prompt_tokens=1000, completion_tokens=100), Reply(TURN2))
+
+    def fields(score: SessionScore) -> dict:
+        return {field.attname: getattr(score, field.attname) for field in SessionScore._meta.concrete_fields}
+
+    def stored(score: SessionScore) -> dict:
+        return fields(SessionScore.objects.get(pk=score.pk))
+
+    pending_score()
+    [claimed] = services.claim_pending_scores(1)
+    assert fields(claimed) == stored(claimed)
+    completed = services.run_claimed_score(claimed)
+    assert completed.cost_usd > 0 and completed.dimensions and fields(completed) == stored(completed)
+    failed = services.fail_scoring(make_score(make_session(), ScoringStatus.PENDING).score_id, "gone")
+    assert failed.error_message == "gone" and fields(failed) == stored(failed)
+
+
 def test_a_job_delivered_twice_runs_the_judge_once(judge_llm):
     judge_llm.push(Reply(TURN1), Reply(TURN2))
     pending_score()
