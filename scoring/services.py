@@ -687,11 +687,12 @@ def _move(
 
 
 def _update_returning(score_id, sources: tuple[str, ...], values: dict) -> SessionScore | None:
-    """Set ``values`` on the score if its status is one of ``sources``, and return the score as
-    updated (None when it is not): one statement (UPDATE ... RETURNING) where the ORM takes an
-    UPDATE and a SELECT. Its SQL is written once per set of columns, since compiling it cost the
-    worker more than running it costs the database; the values are prepared as the ORM prepares
-    them (some, such as JSON, into objects that ``scoring.precompiled``'s markers cannot find)."""
+    """Set ``values`` (plain values, not expressions) on the score if its status is one of
+    ``sources``, and return the score as updated (None when it is not): one statement (UPDATE
+    ... RETURNING) where the ORM takes an UPDATE and a SELECT. Its SQL is written once per set
+    of columns, since compiling it cost the worker more than running it costs the database; the
+    values are prepared as the ORM prepares them (some, such as JSON, into objects that
+    ``scoring.precompiled``'s markers cannot find)."""
     meta = SessionScore._meta
     params = [meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
     params += [meta.pk.get_db_prep_value(score_id, connection), *sources]
