@@ -22,9 +22,11 @@ import os
 import threading
 import time
 import uuid
+from collections import defaultdict
 from functools import cache
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels_redis.core import RedisChannelLayer
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
@@ -194,8 +196,34 @@ def layer_message(event: ScoringEvent) -> dict:
 
 async def send_to_groups(layer, event: ScoringEvent) -> None:
     message = layer_message(event)
-    for channel in channels_of(event):
-        await layer.group_send(group_name(channel), message)
+    for group in await _groups_with_members(layer, [group_name(channel) for channel in channels_of(event)]):
+        await layer.group_send(group, message)
+
+
+async def _groups_with_members(layer, groups: list[str]) -> list[str]:
+    """Those of ``groups`` that someone is in, in their order.
+
+    Most events go to groups nobody is in (a session's page is seldom open while it is
+    scored), and channels-redis's ``group_send`` takes two round trips to Redis to find
+    that out, per group: this asks about all of them in one pipeline per Redis server,
+    first dropping the members that expired, as ``group_send`` does.
+    """
+    if not isinstance(layer, RedisChannelLayer):
+        return groups
+    by_server = defaultdict(list)
+    for group in groups:
+        by_server[layer.consistent_hash(group)].append(group)
+    expired_before = int(time.time()) - layer.group_expiry
+    watched = set()
+    for server, its_groups in by_server.items():
+        async with layer.connection(server).pipeline(transaction=False) as pipe:
+            for group in its_groups:
+                key = layer._group_key(group)  # where channels-redis keeps the group's members
+                pipe.zremrangebyscore(key, min=0, max=expired_before)
+                pipe.zcard(key)
+            members = (await pipe.execute())[1::2]
+        watched.update(group for group, count in zip(its_groups, members) if count)
+    return [group for group in groups if group in watched]
 
 
 class _Publisher:

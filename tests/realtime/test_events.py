@@ -142,6 +142,50 @@ def test_record_publishes_to_redis_only_after_commit(settings, redis_server_url)
     assert global_message == completed_message
 
 
+def test_an_event_is_sent_only_to_the_groups_someone_is_in(settings, redis_server_url, monkeypatch):
+    """Asked in one pipeline: a group nobody is in costs no group_send; nor does one whose
+    only member expired (channels-redis's group_expiry), as group_send itself would drop it."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url, prefix=f"test-{uuid.uuid4()}")
+    layer = get_channel_layer()
+    sent_to = []
+    send_to_group = layer.group_send
+
+    async def group_send(group, message):
+        sent_to.append(group)
+        await send_to_group(group, message)
+
+    monkeypatch.setattr(layer, "group_send", group_send)
+    session_id = uuid.uuid4()
+    completed = ScoringEvent(
+        id=1,
+        event_type=events.COMPLETED,
+        score_id=uuid.uuid4(),
+        session_id=session_id,
+        on_sessions_channel=True,
+        timestamp_us=time.time_ns() // 1000,
+        fields={"total_score": 80},
+    )
+    session_group = events.group_name(f"session:{session_id}")
+
+    async def scenario():
+        await events.send_to_groups(layer, completed)
+        to_nobody = list(sent_to)
+        # A member added long ago, as by a connection that went without leaving its groups.
+        stale = await layer.new_channel()
+        await layer.connection(layer.consistent_hash("scoring.sessions")).zadd(
+            layer._group_key("scoring.sessions"), {stale: time.time() - layer.group_expiry - 60}
+        )
+        listener = await listen(f"session:{session_id}")
+        sent_to.clear()
+        await events.send_to_groups(layer, completed)
+        return to_nobody, list(sent_to), await layer.receive(listener)
+
+    to_nobody, to_one, received = async_to_sync(scenario)()
+    assert to_nobody == []
+    assert to_one == [session_group]
+    assert received == events.layer_message(completed)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_unreachable_layer_is_logged_and_the_event_kept(settings, caplog):
     settings.CHANNEL_LAYERS = redis_channel_layer(f"redis://127.0.0.1:{free_port()}/0")

@@ -180,9 +180,15 @@ def silent_redis_url():
         yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
 
 
-def redis_channel_layer(url: str) -> dict:
-    """CHANNEL_LAYERS for a channels-redis layer on ``url``."""
-    return {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [url]}}}
+def redis_channel_layer(url: str, prefix: str = "asgi") -> dict:
+    """CHANNEL_LAYERS for a channels-redis layer on ``url``, its keys named ``prefix:...``
+    (channels-redis's default: "asgi")."""
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [url], "prefix": prefix},
+        }
+    }
 
 
 def run_in_process(env: dict[str, str], code: str) -> str:
