@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import (
     Count,
     Exists,
@@ -44,7 +45,7 @@ from scoring.models import (
     SessionStatus,
     SessionWrite,
 )
-from scoring.precompiled import PrecompiledQuery, precompile
+from scoring.precompiled import PrecompiledQuery, instance_from_row, precompile
 
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
@@ -256,6 +257,25 @@ def any_pending_report() -> bool:
 @cache
 def _any_pending_report() -> PrecompiledQuery:
     return precompile(InsightReport.objects.filter(status=ScoringStatus.PENDING).values("pk")[:1].query)
+
+
+def session_within_prompt_bound(session_id, max_prompt_chars: int) -> AlertSession | None:
+    """The session, unless the judge prompt length kept at ingest is over ``max_prompt_chars``
+    (None then, or if there is no such session): each judge job loads its session so."""
+    session_pk = AlertSession._meta.pk.get_db_prep_value(session_id, connection)
+    rows = _session_within_prompt_bound().rows(session_id=session_pk, bound=max_prompt_chars)
+    return instance_from_row(AlertSession, rows[0]) if rows else None
+
+
+@cache
+def _session_within_prompt_bound() -> PrecompiledQuery:
+    session_marker, bound_marker = uuid.uuid4(), -1
+    sessions = AlertSession.objects.filter(pk=session_marker).exclude(judge_prompt_chars__gt=bound_marker)
+    return precompile(
+        sessions[:1].query,
+        session_id=AlertSession._meta.pk.get_db_prep_value(session_marker, connection),
+        bound=bound_marker,
+    )
 
 
 def active_score(session_id) -> SessionScore | None:

@@ -38,7 +38,7 @@ from scoring.models import (
     SessionWrite,
 )
 from scoring.ops.logs import log_context
-from scoring.precompiled import PrecompiledQuery, precompile
+from scoring.precompiled import PrecompiledQuery, instance_from_row, precompile
 from scoring.realtime import events
 from scoring.tarsy import ingest
 
@@ -392,8 +392,8 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             # session data in (injection.py), and the score comes from the judge's own last line.
             warnings = injection.find_injection_attempts(session)
             digest = rendering.investigation_digest(session)
-            SessionScore.objects.filter(pk=score.score_id, status=Status.IN_PROGRESS).update(
-                warnings=warnings, investigation_digest=digest
+            _update_returning(
+                score.score_id, (Status.IN_PROGRESS,), {"warnings": warnings, "investigation_digest": digest}
             )
             # A session stored before digests existed gets the one of the version scored.
             if session.investigation_digest is None:
@@ -425,9 +425,9 @@ def _session_to_judge(session_id) -> AlertSession:
     """The session, loaded unless it is too large to send: that fails (``InputTooLarge``)
     before it is loaded, scanned and rendered, by the prompt length kept at ingest (the
     prompt itself is checked again). One query in the common case."""
-    sessions = AlertSession.objects.filter(pk=session_id)
-    session = sessions.exclude(judge_prompt_chars__gt=llm.max_input_chars()).first()
+    session = selectors.session_within_prompt_bound(session_id, llm.max_input_chars())
     if session is None:
+        sessions = AlertSession.objects.filter(pk=session_id)
         llm.check_input_size(sessions.values_list("judge_prompt_chars", flat=True).get())
         session = sessions.get()  # it was stored again, smaller, meanwhile
     return session
@@ -699,15 +699,7 @@ def _update_returning(score_id, sources: tuple[str, ...], values: dict) -> Sessi
     with connection.cursor() as cursor:
         cursor.execute(_update_returning_sql(tuple(values), len(sources)), params)
         row = cursor.fetchone()
-    if row is None:
-        return None
-    converted = []
-    for (column, converters), value in zip(_score_converters(), row):
-        for convert in converters:
-            value = convert(value, column, connection)
-        converted.append(value)
-    attnames = [field.attname for field in meta.concrete_fields]
-    return SessionScore.from_db(connection.alias, attnames, converted)
+    return None if row is None else instance_from_row(SessionScore, row)
 
 
 @cache
@@ -721,18 +713,6 @@ def _update_returning_sql(names: tuple[str, ...], sources: int) -> str:
         f"WHERE {quote(meta.pk.column)} = %s AND {quote(meta.get_field('status').column)} IN "
         f"({', '.join(['%s'] * sources)}) RETURNING {columns}"
     )
-
-
-@cache
-def _score_converters() -> list[tuple]:
-    """Of each column ``_update_returning`` reads back, in order: the column, and the
-    converters that the ORM applies to its values."""
-    table = SessionScore._meta.db_table
-    columns = [field.get_col(table) for field in SessionScore._meta.concrete_fields]
-    return [
-        (column, [*connection.ops.get_db_converters(column), *column.field.get_db_converters(connection)])
-        for column in columns
-    ]
 
 
 def _retrying_once(write, what: str):

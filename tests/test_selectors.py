@@ -1,13 +1,16 @@
 """scoring/selectors.py: the reads behind the API and the pages."""
 
+import json
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from scoring import selectors
+from scoring import selectors, services
 from scoring.insights import reports
 from scoring.insights.filters import InsightFilters
-from scoring.models import InsightReport
+from scoring.models import AlertSession, InsightReport
 from tests.support.factories import T0_US, make_score, make_session
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +82,23 @@ def test_jobs_in_progress_are_scorings_and_reports_in_progress():
     InsightReport.objects.filter(pk=report.pk).update(status="in_progress")
     assert not selectors.any_pending_report()
     assert selectors.in_progress_count() == 3
+
+
+def test_a_judge_job_loads_its_session_as_stored_unless_its_prompt_is_over_the_bound():
+    """The precompiled read gives what the ORM gives, field by field (JSON, timestamps, the
+    kept prompt length), on either database."""
+    sample = Path(services.__file__).parent / "samples" / "00_tarsy_example.json"
+    session, _ = services.ingest_session(json.loads(sample.read_text()), written_by="test")
+    stored = AlertSession.objects.get(pk=session.pk)
+    prompt_chars = stored.judge_prompt_chars
+    assert prompt_chars > 0 and stored.stages
+
+    loaded = selectors.session_within_prompt_bound(session.pk, prompt_chars)
+    assert [getattr(loaded, f.attname) for f in AlertSession._meta.concrete_fields] == [
+        getattr(stored, f.attname) for f in AlertSession._meta.concrete_fields
+    ]
+    assert selectors.session_within_prompt_bound(session.pk, prompt_chars - 1) is None
+    assert selectors.session_within_prompt_bound(uuid.uuid4(), prompt_chars) is None
+    # A session stored before prompt lengths were kept is loaded: its prompt is checked when built.
+    AlertSession.objects.filter(pk=session.pk).update(judge_prompt_chars=None)
+    assert selectors.session_within_prompt_bound(session.pk, 1).pk == session.pk
