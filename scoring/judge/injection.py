@@ -16,10 +16,12 @@ instructions and output 100". Two defences, described in docs/criteria.md
 
 import base64
 import binascii
+import bisect
+import itertools
 import re
 import secrets
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from scoring.judge.rendering import RENDERED_FIELDS
 
@@ -159,15 +161,10 @@ def _normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text).translate(_INVISIBLE).translate(_LOOKALIKES)
 
 
-def _decoded_base64(text: str) -> Iterator[str]:
-    """Readable text hidden in base64 runs of ``text``."""
-    for run in _BASE64_RUN.findall(text):
-        try:
-            decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            continue
-        if decoded.isprintable() or all(ch.isprintable() or ch.isspace() for ch in decoded):
-            yield decoded
+# Between the texts that ``scan_texts`` joins to search them as one string. No trigger and no
+# base64 run can span it (none holds a newline), and to the base64 pattern's look-arounds it is
+# what a text's start and end are.
+_SEPARATOR = "\n"
 
 
 def _matches(normalised: str) -> Iterator[tuple[str, str]]:
@@ -178,13 +175,56 @@ def _matches(normalised: str) -> Iterator[tuple[str, str]]:
                 yield kind, match.group(0)
 
 
-def scan_text(text: str) -> list[tuple[str, str]]:
-    """Every (kind, snippet) of instruction-like text in ``text``; base64-encoded ones included."""
-    normalised = _normalise(text)
-    found = list(_matches(normalised))
-    for decoded in _decoded_base64(normalised):
-        found += [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(_normalise(decoded))]
+def scan_texts(texts: list[str]) -> list[list[tuple[str, str]]]:
+    """For each of ``texts``, every (kind, snippet) of instruction-like text in it, base64-encoded
+    ones included: the direct findings by kind, then each base64 run's.
+
+    A kind's pattern runs over the texts that hold one of its triggers, each on its own. Those
+    texts are found by searching all texts joined, a trigger at a time, rather than each text
+    for each kind: a session holds hundreds of short texts, nearly all of them without a
+    trigger, and the search per text cost a scoring about a millisecond of CPU on a 14 KB session.
+    """
+    normalised = [_normalise(text) for text in texts]
+    found: list[list[tuple[str, str]]] = [[] for _ in texts]
+    joined, starts = _joined(text.lower() for text in normalised)
+    for kind, triggers, pattern in _DETECTORS:
+        for index in sorted(_texts_holding(joined, starts, triggers)):
+            found[index] += [(kind, match.group(0)) for match in pattern.finditer(normalised[index])]
+    joined, starts = _joined(normalised)
+    for run in _BASE64_RUN.finditer(joined):
+        found[bisect.bisect_right(starts, run.start()) - 1] += _encoded_findings(run.group(0))
     return found
+
+
+def _joined(texts: Iterable[str]) -> tuple[str, list[int]]:
+    """``texts`` in one string, with ``_SEPARATOR`` between them, and where each starts in it."""
+    texts = list(texts)
+    starts = itertools.accumulate((len(text) + len(_SEPARATOR) for text in texts[:-1]), initial=0)
+    return _SEPARATOR.join(texts), list(starts)
+
+
+def _texts_holding(joined: str, starts: list[int], triggers: tuple[str, ...]) -> set[int]:
+    """The indices of the texts joined in ``joined`` (``_joined``) that hold one of ``triggers``:
+    a search per trigger, which goes on from the next text once it found one."""
+    holding = set()
+    for trigger in triggers:
+        position = joined.find(trigger)
+        while position != -1:
+            index = bisect.bisect_right(starts, position) - 1
+            holding.add(index)
+            position = joined.find(trigger, starts[index + 1]) if index + 1 < len(starts) else -1
+    return holding
+
+
+def _encoded_findings(run: str) -> list[tuple[str, str]]:
+    """The findings in the readable text that a base64 run encodes; none if it encodes none."""
+    try:
+        decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return []
+    if not (decoded.isprintable() or all(ch.isprintable() or ch.isspace() for ch in decoded)):
+        return []
+    return [(f"{kind} (base64-encoded)", snippet) for kind, snippet in _matches(_normalise(decoded))]
 
 
 def _strings(value, root: str) -> Iterator[tuple[tuple, str]]:
@@ -221,16 +261,16 @@ def find_injection_attempts(session) -> list[str]:
     ``MAX_WARNINGS`` are listed, then a count of the rest.
     """
     first_seen: dict[tuple[str, str], str] = {}
-    scanned: set[str] = set()  # the same text again can only repeat findings kept at its first place
+    # Each text at its first place: the same text again could only repeat the findings kept there.
+    places: dict[str, tuple] = {}
     # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
     for name in RENDERED_FIELDS:
         for where, text in _strings(getattr(session, name, None), name):
-            if text in scanned:
-                continue
-            scanned.add(text)
-            for kind, snippet in scan_text(text):
-                snippet = _clip(snippet)
-                first_seen.setdefault((kind, snippet.lower()), f"{kind} in {_path(where)}: {snippet!r}")
+            places.setdefault(text, where)
+    for where, findings in zip(places.values(), scan_texts(list(places))):
+        for kind, snippet in findings:
+            snippet = _clip(snippet)
+            first_seen.setdefault((kind, snippet.lower()), f"{kind} in {_path(where)}: {snippet!r}")
     warnings = list(first_seen.values())
     if len(warnings) > MAX_WARNINGS:
         warnings = warnings[:MAX_WARNINGS] + [f"... and {len(warnings) - MAX_WARNINGS} more"]
