@@ -249,6 +249,7 @@ def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadli
     with the GIL released. Raises what ``complete`` raises before any call.
     """
     model = _callable_model()
+    release_db_connection()  # each call runs on a thread of its own, with its own connection
     call_errors: list[JudgeLLMError | None] = []  # None for a call that succeeded
     lock = threading.Lock()
 
@@ -275,12 +276,12 @@ def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadli
 
 
 def _callable_model() -> str:
-    """The configured model, once the breaker lets calls through; this thread's connection is given back."""
+    """The configured model, once the breaker lets calls through. The connection is kept for the
+    pacing's read of the model's hold (``_wait_for_turn``), which gives it back."""
     model = settings.SCORING_LLM_MODEL
     if not model:
         raise JudgeNotConfigured()
     circuit.check(model)
-    release_db_connection()
     return model
 
 

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from functools import cache
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import BigIntegerField, Case, F, Value, When
 
 from scoring.models import JudgePacing
+from scoring.precompiled import PrecompiledQuery, precompile
 
 logger = logging.getLogger(__name__)
 
@@ -108,10 +111,19 @@ def _not_before_us(model: str) -> int:
     each time (it is waited out anyway), and one set in this process is read at once (``hold``)."""
     read_at, not_before = _not_before_seen.get(model, (-NOT_BEFORE_READ_S, 0))
     if not_before > _now_us() or time.monotonic() - read_at >= NOT_BEFORE_READ_S:
-        stored = JudgePacing.objects.filter(model=model).values_list("not_before_us", flat=True).first()
-        not_before = stored or 0
+        stored = _hold_of_model().rows(model=model)
+        not_before = stored[0][0] if stored else 0
         _not_before_seen[model] = (time.monotonic(), not_before)
     return not_before
+
+
+@cache
+def _hold_of_model() -> PrecompiledQuery:
+    """``_not_before_us``'s read, compiled once per process: at a few judge calls a second a
+    process makes it for nearly every call, and compiling it cost more than running it."""
+    marker = f"{uuid.uuid4()} (a marker)"
+    hold = JudgePacing.objects.filter(model=marker).values_list("not_before_us")[:1]
+    return precompile(hold.query, model=marker)
 
 
 def hold(model: str, wait_s: float) -> None:
