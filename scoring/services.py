@@ -583,6 +583,8 @@ def missing_tool_rows(score, tools: list[replies.ToolName], tool_model=MissingTo
     """Unsaved ``MissingTool`` rows of ``score`` for these tools, in their order, with the
     copies the backlog counts by: the score's total, and its session's alert type and
     chain, read by the INSERT itself (no query of their own)."""
+    if not tools:
+        return []  # and no copies to build: their subqueries cost a completion about 0.3 ms
     copies = {}
     if tool_model is MissingTool:  # a historical model (0016's) is older than the copies
         # Through the score's own row: a completion's score object carries only its id.
