@@ -249,7 +249,7 @@ def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadli
     with the GIL released. Raises what ``complete`` raises before any call.
     """
     model = _callable_model()
-    release_db_connection()  # each call runs on a thread of its own, with its own connection
+    release_db_connection()  # this thread holds none while the calls are in flight
     call_errors: list[JudgeLLMError | None] = []  # None for a call that succeeded
     lock = threading.Lock()
 

@@ -11,6 +11,7 @@ import time
 from decimal import Decimal
 
 import pytest
+from django.db import connections
 
 from scoring.judge import circuit, errors, llm, pacing
 from scoring.models import JudgePacing
@@ -472,6 +473,28 @@ def test_concurrent_conversations_are_refused_before_any_call_while_the_breaker_
     with pytest.raises(errors.CircuitOpen):
         llm.run_concurrently([lambda ask: ask(MESSAGES)] * 2)
     assert len(judge_llm.requests) == 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_judge_call_is_sent_while_its_thread_or_the_caller_holds_a_connection(judge_llm, monkeypatch):
+    """Hundreds of judge calls wait on the network at once, and PostgreSQL allows a hundred
+    connections: a call gives its thread's connection back before it is sent, and the thread
+    that waits on concurrent calls gives back its own."""
+    caller = connections["default"]  # this thread's
+    held = []  # per call sent: (its thread holds a connection, the caller holds one)
+    send = llm._complete_once
+
+    def sending(*args, **kwargs):
+        held.append((connections["default"].connection is not None, caller.connection is not None))
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(llm, "_complete_once", sending)
+    judge_llm.set_default(Reply("ok"))
+
+    llm.complete(MESSAGES)
+    llm.run_concurrently([lambda ask: ask(MESSAGES)] * 2)
+
+    assert held == [(False, False)] * 3
 
 
 def test_importing_the_client_does_not_import_litellm():
