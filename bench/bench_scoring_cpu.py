@@ -90,8 +90,8 @@ def bare_round(count: int, prompt: str, call: dict) -> float:
     return (process_cpu_s() - started) / count * 1000
 
 
-# The steps timed with --steps: (module, function, what it is).
-def timed_steps():
+def timed_steps() -> list[tuple[object, str, str]]:
+    """The steps --steps times: (the module or class, the function's name, what it is)."""
     import litellm
     from django.db.backends.base.base import BaseDatabaseWrapper
 
