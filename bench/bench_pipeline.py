@@ -104,7 +104,7 @@ def make_sessions(count: int) -> list[uuid.UUID]:
     from scoring.models import AlertSession
     from scoring.tarsy import ingest
 
-    fields = ingest.parse_session(json.loads(SAMPLE.read_text()))
+    fields = ingest.parse_document(json.loads(SAMPLE.read_text()))
     sessions = []
     for _ in range(count):
         session = AlertSession(**{**fields, "session_id": uuid.uuid4()})

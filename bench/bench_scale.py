@@ -4,7 +4,7 @@ On SQLite (a new file) and on a throwaway PostgreSQL, each in a process of its o
 
 * import: ``manage.py import_sessions`` of a generated JSONL file of --sessions
   copies of the TARSy example session (14 KB each), beside where its time could go:
-  reading and ``json.loads`` of every line; that plus ``ingest.parse_session``
+  reading and ``json.loads`` of every line; that plus ``ingest.parse_document``
   (validation); a bare ``bulk_create`` of the same parsed rows;
 * enqueue: ``manage.py score_sessions --unscored`` with no worker running (database
   broker), beside a bare ``bulk_create`` of as many pending scores; cleaned up after;
@@ -83,7 +83,7 @@ def measure_import(path) -> dict:
     docs = []
     parse_s = timed(lambda: docs.extend(json.loads(line) for line in lines))
     rows = []
-    validate_s = timed(lambda: rows.extend(ingest.parse_session(doc) for doc in docs))
+    validate_s = timed(lambda: rows.extend(ingest.parse_document(doc) for doc in docs))
     bulk_s = timed(
         lambda: AlertSession.objects.bulk_create([AlertSession(**row) for row in rows], batch_size=500)
     )

@@ -83,7 +83,7 @@ def main() -> None:
 
         from scoring.judge.rendering import render_investigation
         from scoring.models import AlertSession
-        from scoring.tarsy.ingest import parse_session
+        from scoring.tarsy_bot.document import parse_session
         from tests.support.fake_llm import CHARS_PER_TOKEN, FakeLLMServer
 
         call_command("migrate", verbosity=0)  # the circuit breaker's table

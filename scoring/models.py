@@ -28,16 +28,37 @@ class SessionStatus(models.TextChoices):
         return [cls.COMPLETED, cls.FAILED, cls.CANCELLED, cls.TIMED_OUT]
 
 
-class AlertSession(models.Model):
-    """One TARSy alert session, as TARSy's history API returns it.
+class SessionSource(models.TextChoices):
+    """Which generation of TARSy a session came from: the shape of its document, how it is
+    rendered for the judge and how it is pulled (``scoring.tarsy_bot``, ``scoring.tarsy_go``)."""
 
-    The investigation itself (stages with their LLM interactions and MCP
-    communications, and the session-level interactions) is kept in TARSy's own
-    JSON shape: the judge reads it whole, and nothing queries inside it. List
-    queries defer those two columns (see selectors).
+    TARSY_BOT = "tarsy-bot", "tarsy-bot"
+    TARSY_GO = "tarsy-go", "TARSy (Go)"
+
+
+class QualityRating(models.TextChoices):
+    """A Go TARSy reviewer's verdict on a session's investigation."""
+
+    ACCURATE = "accurate"
+    PARTIALLY_ACCURATE = "partially_accurate"
+    INACCURATE = "inaccurate"
+
+
+class AlertSession(models.Model):
+    """One TARSy alert session, from either source (``source``).
+
+    What every source has (alert, chain, status, times, final analysis) is in columns;
+    the investigation is kept in its source's own JSON shape: the judge reads it whole,
+    and nothing queries inside it. A tarsy-bot session's is in ``stages`` and
+    ``session_level_interactions`` (its history API's document); a Go TARSy session's is
+    ``source_document`` (its API's answers, docs/sync.md). List queries defer those
+    columns (``HEAVY_FIELDS``, see selectors).
     """
 
     session_id = models.UUIDField(primary_key=True)
+    source = models.CharField(
+        max_length=16, choices=SessionSource.choices, default=SessionSource.TARSY_BOT, db_index=True
+    )
     alert_type = models.CharField(max_length=255, db_index=True)
     agent_type = models.CharField(max_length=255, blank=True, default="")
     chain_id = models.CharField(max_length=255, blank=True, default="")
@@ -52,6 +73,24 @@ class AlertSession(models.Model):
     final_analysis_summary = models.TextField(null=True, blank=True)
     stages = models.JSONField(default=list)
     session_level_interactions = models.JSONField(default=list)
+    # Go TARSy: the session as its API answered (scoring.tarsy_go.document); null for tarsy-bot.
+    source_document = models.JSONField(null=True, blank=True)
+    # Go TARSy's own judge's score of the session, copied from source_document (null: it has
+    # none completed): shown beside ours as TARSy's judge, never counted as ours.
+    source_score_total = models.IntegerField(null=True, blank=True, editable=False)
+    source_score_prompt_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
+    source_score_model = models.CharField(max_length=255, blank=True, default="", editable=False)
+    source_score_failure_tags = models.JSONField(default=list, blank=True, editable=False)
+    source_scored_at_us = models.BigIntegerField(null=True, blank=True, editable=False)
+    # Go TARSy's reviewers' verdict on the session, copied from source_document ("": none).
+    source_review_status = models.CharField(max_length=32, blank=True, default="", editable=False)
+    source_quality_rating = models.CharField(
+        max_length=32, blank=True, default="", choices=QualityRating.choices, editable=False, db_index=True
+    )
+    source_action_taken = models.TextField(blank=True, default="", editable=False)
+    source_investigation_feedback = models.TextField(blank=True, default="", editable=False)
+    source_reviewer = models.CharField(max_length=255, blank=True, default="", editable=False)
+    source_reviewed_at_us = models.BigIntegerField(null=True, blank=True, editable=False)
     # Size of the investigation as received, for operators and the token estimate.
     investigation_bytes = models.BigIntegerField(default=0)
     # What ingest had to change to store the document (for example NUL characters
@@ -95,7 +134,7 @@ class AlertSession(models.Model):
     scorings_cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True, editable=False)
     scorings_cached_input_tokens = models.BigIntegerField(null=True, blank=True, editable=False)
 
-    HEAVY_FIELDS = ("stages", "session_level_interactions")
+    HEAVY_FIELDS = ("stages", "session_level_interactions", "source_document")
 
     class Meta:
         db_table = "alert_sessions"

@@ -121,10 +121,10 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
     alone (``updated_at`` too) when its content is unchanged; its scores stay
     (each records the digest of what it judged). Every write is recorded with
     ``written_by`` (``SessionWrite``); an unchanged document writes nothing.
-    Raises ``ingest.InvalidSession`` (with field errors) for a document that is
+    Raises ``scoring.tarsy.documents.InvalidSession`` (with field errors) for a document that is
     not a TARSy session.
     """
-    fields = ingest.parse_session(document)
+    fields = ingest.parse_document(document)
     session_id = fields.pop("session_id")
     unsaved = AlertSession(session_id=session_id, **fields)
     fields["investigation_digest"] = rendering.investigation_digest(unsaved)
@@ -136,9 +136,11 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
             .filter(session_id=session_id)
             .first()
         )
-        # The digest stands for the rendered fields; every other field is compared itself.
+        # The digest stands for the rendered fields, and the investigation's columns hold nothing
+        # else that is not also in a column of its own; every other field is compared itself.
+        skipped = {*rendering.rendered_fields(fields["source"]), *AlertSession.HEAVY_FIELDS}
         if stored is not None and all(
-            getattr(stored, name) == value for name, value in fields.items() if name not in rendering.RENDERED_FIELDS
+            getattr(stored, name) == value for name, value in fields.items() if name not in skipped
         ):
             return stored, IngestOutcome.UNCHANGED
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)

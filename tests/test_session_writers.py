@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from scoring import services
 from scoring.judge import rendering
-from scoring.models import AlertSession, SessionScore, SessionWrite
+from scoring.models import AlertSession, SessionScore, SessionSource, SessionWrite
 from scoring.tarsy import ingest
 from tests.support.api import session_document
 from tests.support.factories import make_score, make_session, proxy_client, run_next_scoring
@@ -173,7 +173,7 @@ def test_the_digest_changes_exactly_when_a_field_the_judge_reads_changes():
     base = AlertSession(**{**_fields(), "author": "alice"})
     same_for_the_judge = AlertSession(**{**_fields(), "author": "someone else", "investigation_bytes": 9})
     assert rendering.investigation_digest(base) == rendering.investigation_digest(same_for_the_judge)
-    for name in rendering.RENDERED_FIELDS:
+    for name in rendering.rendered_fields(SessionSource.TARSY_BOT):
         if name == "session_id":
             continue
         changed = AlertSession(**_fields())
@@ -186,7 +186,7 @@ FIXED_DOCUMENT = session_document()
 
 
 def _fields() -> dict:
-    return ingest.parse_session(copy.deepcopy(FIXED_DOCUMENT))
+    return ingest.parse_document(copy.deepcopy(FIXED_DOCUMENT))
 
 
 @pytest.mark.django_db(transaction=True)

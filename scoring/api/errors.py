@@ -14,7 +14,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from scoring.tarsy.ingest import DOCUMENT_ERRORS_KEY, format_errors
+from scoring.tarsy.documents import DOCUMENT_ERRORS_KEY, format_errors
 
 logger = logging.getLogger(__name__)
 # What a caller is told of an error of ours (the log has the rest).

@@ -18,7 +18,8 @@ from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
 from scoring.api.scores import DIMENSIONS_HELP, MISSING_TOOLS_HELP, DimensionsSerializer
 from scoring.models import AlertSession, ScoringStatus, SessionStatus
-from scoring.tarsy.ingest import STATUS_ERROR, InvalidSession
+from scoring.tarsy.documents import InvalidSession
+from scoring.tarsy_bot.document import STATUS_ERROR
 
 SUMMARY_FIELDS = [
     "session_id",
@@ -138,7 +139,7 @@ class SessionDetailSerializer(AlertHeadingFields, serializers.ModelSerializer):
     """A whole session, as TARSy's history API returns it (fields this service keeps).
 
     It also describes the POST body in the schema; the body itself is validated
-    by ``scoring.tarsy.ingest``, whose errors name the JSON path of each bad value.
+    by ``scoring.tarsy_bot.document``, whose errors name the JSON path of each bad value.
     """
 
     stages = StoredObjectsField(

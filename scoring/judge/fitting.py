@@ -27,7 +27,7 @@ from django.conf import settings
 from scoring.judge import llm
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.judge.rendering import ToolResult
+from scoring.judge.parts import ToolResult
 
 # Room kept for each judge reply: turn 1's (resent in turn 2) and turn 2's.
 REPLY_TOKENS = 4_096

@@ -23,7 +23,7 @@ import secrets
 import unicodedata
 from collections.abc import Iterable, Iterator
 
-from scoring.judge.rendering import RENDERED_FIELDS
+from scoring.judge.rendering import rendered_values
 
 # --- Boundaries ---------------------------------------------------------------------------
 
@@ -264,8 +264,8 @@ def find_injection_attempts(session) -> list[str]:
     # Each text at its first place: the same text again could only repeat the findings kept there.
     places: dict[str, tuple] = {}
     # Every field that reaches the prompt (ids and timestamps hold no text: nothing to scan).
-    for name in RENDERED_FIELDS:
-        for where, text in _strings(getattr(session, name, None), name):
+    for name, value in rendered_values(session).items():
+        for where, text in _strings(value, name):
             places.setdefault(text, where)
     for where, findings in zip(places.values(), scan_texts(list(places))):
         for kind, snippet in findings:

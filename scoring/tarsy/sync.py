@@ -37,7 +37,7 @@ from django.db.models import Q
 
 from scoring import batches, services
 from scoring.models import SessionScore, SessionStatus, TarsySync, TarsySyncedSession
-from scoring.tarsy.ingest import InvalidSession
+from scoring.tarsy.documents import InvalidSession
 
 logger = logging.getLogger(__name__)
 

@@ -163,7 +163,7 @@ def test_list_items_leave_out_the_investigation_and_never_load_it(api_client):
     session_queries = [query["sql"] for query in queries.captured_queries if "alert_sessions" in query["sql"]]
     assert session_queries, "the list should have queried the sessions table"
     assert not any('"stages"' in sql or '"session_level_interactions"' in sql for sql in session_queries)
-    assert selectors.session_list().get().get_deferred_fields() == {"stages", "session_level_interactions"}
+    assert selectors.session_list().get().get_deferred_fields() == set(AlertSession.HEAVY_FIELDS)
 
 
 def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):

@@ -10,7 +10,8 @@ from scoring import services
 from scoring.judge import fitting, injection, llm, rendering
 from scoring.judge.conversation import build_score_prompt
 from scoring.judge.errors import InputTooLarge
-from scoring.judge.rendering import ToolResult, render_investigation_parts
+from scoring.judge.parts import ToolResult
+from scoring.judge.rendering import render_investigation_parts
 from scoring.models import ScoringStatus, SessionScore
 from tests.support.factories import run_next_scoring
 from tests.support.fake_llm import ContextWindow, Reply, context_length_exceeded

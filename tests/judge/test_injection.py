@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from scoring.judge import conversation, injection, rendering
 from scoring.judge.prompts import JUDGE_PROMPT_SCORE, OUTPUT_SCHEMA_SCORE, fill_placeholders
-from scoring.models import AlertSession
+from scoring.models import AlertSession, SessionSource
 from scoring.tarsy import ingest
 from tests.support.api import session_document
 from tests.support.factories import make_score, make_session, run_next_scoring
@@ -36,7 +36,7 @@ def _thirds(text: str) -> list[str]:
 
 
 def unsaved_session(document: dict) -> AlertSession:
-    fields = ingest.parse_session(document)
+    fields = ingest.parse_document(document)
     return AlertSession(**fields)
 
 
@@ -275,9 +275,9 @@ def test_rendering_reads_only_the_fields_it_declares():
     for changes in ({}, SHOW_EVERY_FIELD):
         session = _RecordingSession(unsaved_session({**session_document(), **changes}))
         conversation.build_score_prompt(session)
-        assert session.read <= set(rendering.RENDERED_FIELDS)
+        assert session.read <= set(rendering.rendered_fields(SessionSource.TARSY_BOT))
         read |= session.read
-    assert read == set(rendering.RENDERED_FIELDS)
+    assert read == set(rendering.rendered_fields(SessionSource.TARSY_BOT))
 
 
 @pytest.mark.parametrize("field", TEXT_FIELDS)
@@ -285,7 +285,7 @@ def test_every_text_field_that_reaches_the_prompt_is_scanned(field):
     session = unsaved_session({**session_document(), **SHOW_EVERY_FIELD})
     setattr(session, field, ATTEMPT)
     if ATTEMPT not in conversation.build_score_prompt(session):
-        assert field not in rendering.RENDERED_FIELDS
+        assert field not in rendering.rendered_fields(SessionSource.TARSY_BOT)
         return
     assert any(f" in {field}: " in warning for warning in injection.find_injection_attempts(session))
 

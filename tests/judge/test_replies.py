@@ -18,7 +18,7 @@ from scoring.judge.replies import (
     tool_key,
 )
 from scoring.models import AlertSession
-from scoring.tarsy.ingest import parse_session
+from scoring.tarsy_bot.document import parse_session
 from tests.support.servers import REPO_DIR
 
 CORPUS = Path(__file__).parent / "data" / "replies"

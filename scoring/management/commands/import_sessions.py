@@ -10,7 +10,7 @@ from typing import BinaryIO
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring import services
-from scoring.tarsy.ingest import InvalidSession
+from scoring.tarsy.documents import InvalidSession
 
 STDIN = "-"
 SESSION_FILE_SUFFIXES = (".json", ".jsonl")

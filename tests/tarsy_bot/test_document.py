@@ -1,11 +1,12 @@
-"""Validation of TARSy session documents (scoring.tarsy.ingest.parse_session)."""
+"""Validation of TARSy session documents (scoring.tarsy_bot.document.parse_session)."""
 
 import json
 import uuid
 
 import pytest
 
-from scoring.tarsy.ingest import MAX_REPORTED_ERRORS, InvalidSession, parse_session
+from scoring.tarsy.documents import MAX_REPORTED_ERRORS, InvalidSession
+from scoring.tarsy_bot.document import parse_session
 from tests.support.api import session_document, stage
 
 STATUS_LIST = "pending, in_progress, paused, canceling, completed, failed, cancelled, timed_out"

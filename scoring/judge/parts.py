@@ -1,0 +1,43 @@
+"""What every source's rendering of a session for the judge shares: the header and the
+tool results that ``scoring.judge.fitting`` may shorten."""
+
+from datetime import UTC, datetime
+
+
+class ToolResult(str):
+    """A tool result's text in the rendered parts, with the tool's name: the parts that
+    ``scoring.judge.fitting`` may shorten."""
+
+    tool: str
+
+    def __new__(cls, text: str, tool: str):
+        part = super().__new__(cls, text)
+        part.tool = tool
+        return part
+
+
+def format_time(us) -> str:
+    if us is None:
+        return "-"
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def render_header(session, out: list[str]) -> None:
+    lines = [
+        "## SESSION",
+        "",
+        f"**Session ID:** {session.session_id}",
+        f"**Alert Type:** {session.alert_type}",
+        f"**Chain:** {session.chain_id or session.agent_type}",
+        f"**Status:** {session.status}",
+        f"**Started:** {format_time(session.started_at_us)}",
+        f"**Completed:** {format_time(session.completed_at_us)}",
+    ]
+    if session.started_at_us and session.completed_at_us:
+        lines.append(f"**Duration:** {(session.completed_at_us - session.started_at_us) / 1_000_000:.1f}s")
+    runbook = getattr(session, "runbook_url", "")
+    if runbook:
+        lines.append(f"**Runbook:** {runbook}")
+    if session.error_message:
+        lines.append(f"**Session Error:** {session.error_message}")
+    out.append("\n".join(lines) + "\n")
