@@ -151,6 +151,13 @@ class AlertSession(models.Model):
     def is_terminal(self) -> bool:
         return self.status in SessionStatus.terminal_values()
 
+    @property
+    def tarsy_dashboard_url(self) -> str | None:
+        """The session's page in Go TARSy's dashboard (``TARSY_DASHBOARD_URL``), if known."""
+        if self.source != SessionSource.TARSY_GO or not settings.TARSY_DASHBOARD_URL:
+            return None
+        return f"{settings.TARSY_DASHBOARD_URL}/sessions/{self.session_id}"
+
     @cached_property
     def heading(self) -> AlertHeading:
         """The alert's name and a one-line summary: what the lists, the page heading, the

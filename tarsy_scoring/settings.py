@@ -358,6 +358,11 @@ else:
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
 if TARSY_URL and tarsy_url_problem(TARSY_URL):
     raise ImproperlyConfigured(f"TARSY_URL: {tarsy_url_problem(TARSY_URL)}")
+# Go TARSy's dashboard, for links from a Go session to its page there (/sessions/<id>);
+# unset: TARSY_URL, where Go TARSy serves its dashboard beside its API. Empty: no links.
+TARSY_DASHBOARD_URL = os.environ.get("TARSY_DASHBOARD_URL", TARSY_URL).strip().rstrip("/")
+if TARSY_DASHBOARD_URL and tarsy_url_problem(TARSY_DASHBOARD_URL):
+    raise ImproperlyConfigured(f"TARSY_DASHBOARD_URL: {tarsy_url_problem(TARSY_DASHBOARD_URL)}")
 # Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
 TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")
 TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)

@@ -3,6 +3,7 @@ permission); anyone signed in reads them."""
 
 from drf_spectacular.utils import (
     OpenApiResponse,
+    PolymorphicProxySerializer,
     extend_schema,
     extend_schema_field,
     extend_schema_view,
@@ -17,12 +18,14 @@ from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
 from scoring.api.scores import DIMENSIONS_HELP, MISSING_TOOLS_HELP, DimensionsSerializer
-from scoring.models import AlertSession, ScoringStatus, SessionStatus
+from scoring.models import AlertSession, ScoringStatus, SessionSource, SessionStatus
 from scoring.tarsy.documents import InvalidSession
 from scoring.tarsy_bot.document import STATUS_ERROR
+from scoring.tarsy_go import document as tarsy_go_document
 
 SUMMARY_FIELDS = [
     "session_id",
+    "source",
     "alert_type",
     "agent_type",
     "chain_id",
@@ -40,9 +43,20 @@ SUMMARY_FIELDS = [
     "investigation_bytes",
     "imported_at",
     "updated_at",
+    "tarsy_judge",
+    "tarsy_review",
+    "tarsy_dashboard_url",
 ]
 # Computed here, never sent by TARSy: read-only also keeps them out of the request schema.
-COMPUTED_FIELDS = ["investigation_bytes", "imported_at", "updated_at"]
+COMPUTED_FIELDS = [
+    "source",
+    "investigation_bytes",
+    "imported_at",
+    "updated_at",
+    "tarsy_judge",
+    "tarsy_review",
+    "tarsy_dashboard_url",
+]
 
 
 class AlertHeadingFields(serializers.Serializer):
@@ -63,8 +77,69 @@ class AlertHeadingFields(serializers.Serializer):
     )
 
 
-class SessionSummarySerializer(AlertHeadingFields, serializers.ModelSerializer):
-    """A session without its investigation (stages and session-level interactions)."""
+class TarsyJudgeSerializer(serializers.Serializer):
+    """Go TARSy's own judge's score of the session: another judge's, never this service's."""
+
+    total_score = serializers.IntegerField(source="source_score_total", help_text="0-100.")
+    prompt_hash = serializers.CharField(
+        source="source_score_prompt_hash", help_text="The SHA256 of Go TARSy's judge prompts."
+    )
+    model = serializers.CharField(
+        source="source_score_model", help_text="The model of its scoring stage; empty when unknown."
+    )
+    failure_tags = serializers.ListField(child=serializers.CharField(), source="source_score_failure_tags")
+    scored_at_us = serializers.IntegerField(source="source_scored_at_us", allow_null=True)
+
+    def get_attribute(self, instance):
+        return instance if instance.source_score_total is not None else None
+
+
+class TarsyReviewSerializer(serializers.Serializer):
+    """Go TARSy's reviewers' verdict on the session (TARSy's review workflow)."""
+
+    review_status = serializers.CharField(
+        source="source_review_status", help_text="needs_review, in_progress or reviewed (as TARSy says)."
+    )
+    quality_rating = serializers.CharField(
+        source="source_quality_rating",
+        help_text="accurate, partially_accurate or inaccurate; empty until a reviewer rated it.",
+    )
+    action_taken = serializers.CharField(source="source_action_taken")
+    investigation_feedback = serializers.CharField(source="source_investigation_feedback")
+    reviewer = serializers.CharField(source="source_reviewer", help_text="Who completed the review.")
+    reviewed_at_us = serializers.IntegerField(source="source_reviewed_at_us", allow_null=True)
+
+    def get_attribute(self, instance):
+        return instance if instance.source_review_status or instance.source_quality_rating else None
+
+
+class SourceFields(serializers.Serializer):
+    """Where the session came from, and what Go TARSy's judge and reviewers said of it."""
+
+    source = serializers.ChoiceField(
+        choices=SessionSource.choices,
+        read_only=True,
+        help_text="Which TARSy the session came from: tarsy-bot (the Python TARSy) or tarsy-go.",
+    )
+    tarsy_judge = TarsyJudgeSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="Go TARSy's own judge's score (Go sessions it scored); null otherwise.",
+    )
+    tarsy_review = TarsyReviewSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="Go TARSy's reviewers' verdict (Go sessions in its review workflow); null otherwise.",
+    )
+    tarsy_dashboard_url = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="The session's page in Go TARSy's dashboard (TARSY_DASHBOARD_URL); null when unknown.",
+    )
+
+
+class SessionSummarySerializer(AlertHeadingFields, SourceFields, serializers.ModelSerializer):
+    """A session without its investigation."""
 
     class Meta:
         model = AlertSession
@@ -135,7 +210,7 @@ class StoredObjectsField(serializers.ListField):
         return value
 
 
-class SessionDetailSerializer(AlertHeadingFields, serializers.ModelSerializer):
+class SessionDetailSerializer(AlertHeadingFields, SourceFields, serializers.ModelSerializer):
     """A whole session, as TARSy's history API returns it (fields this service keeps).
 
     It also describes the POST body in the schema; the body itself is validated
@@ -156,6 +231,12 @@ class SessionDetailSerializer(AlertHeadingFields, serializers.ModelSerializer):
         required=False,
         help_text="Interactions outside any stage (like the executive summary), of type 'llm' or 'mcp'.",
     )
+    source_document = serializers.JSONField(
+        read_only=True,
+        help_text="A Go TARSy session's investigation: the document assembled from Go TARSy's API answers "
+        "(the shape of TarsyGoSessionDocument); null for a tarsy-bot session, whose investigation is in "
+        "stages and session_level_interactions.",
+    )
     ingest_notes = serializers.ListField(
         child=serializers.CharField(),
         read_only=True,
@@ -168,9 +249,44 @@ class SessionDetailSerializer(AlertHeadingFields, serializers.ModelSerializer):
 
     class Meta:
         model = AlertSession
-        fields = SUMMARY_FIELDS + ["stages", "session_level_interactions", "ingest_notes"]
+        fields = SUMMARY_FIELDS + ["stages", "session_level_interactions", "source_document", "ingest_notes"]
         read_only_fields = COMPUTED_FIELDS
         extra_kwargs = {"alert_data": {"required": True}}
+
+
+class TarsyGoSessionDocumentSerializer(serializers.Serializer):
+    """A Go TARSy session, as POSTed: its API's answers assembled, each exactly as Go TARSy gave it
+    (docs/sync.md, "The Go TARSy document"). Validated by ``scoring.tarsy_go.document``."""
+
+    format = serializers.ChoiceField(choices=[tarsy_go_document.FORMAT], help_text="The document's format.")
+    session = serializers.DictField(help_text="GET /api/v1/sessions/{id}: the session detail.")
+    timeline = serializers.ListField(
+        child=serializers.DictField(), help_text="GET /api/v1/sessions/{id}/timeline: its events."
+    )
+    trace = serializers.DictField(help_text="GET /api/v1/sessions/{id}/trace: the interactions' list.")
+    llm_interactions = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="Each LLM interaction's GET .../trace/llm/{interaction_id}, by its id.",
+    )
+    mcp_interactions = serializers.DictField(
+        child=serializers.DictField(),
+        help_text="Each MCP interaction's GET .../trace/mcp/{interaction_id}, by its id.",
+    )
+    score = serializers.DictField(
+        required=False,
+        allow_null=True,
+        help_text="GET /api/v1/sessions/{id}/score: Go TARSy's own judge's score; null when it has none.",
+    )
+    review_activity = serializers.DictField(
+        required=False, allow_null=True, help_text="GET /api/v1/sessions/{id}/review-activity."
+    )
+
+
+SESSION_DOCUMENT = PolymorphicProxySerializer(
+    component_name="SessionDocument",
+    serializers=[SessionDetailSerializer, TarsyGoSessionDocumentSerializer],
+    resource_type_field_name=None,
+)
 
 
 class SessionListQuerySerializer(serializers.Serializer):
@@ -225,14 +341,16 @@ NOT_JSON = OpenApiResponse(DetailErrorSerializer, description="The body is not s
     ),
     create=extend_schema(
         summary="Store one TARSy session (new or updated)",
-        description="The body is a session as TARSy's `GET /api/v1/history/sessions/{id}` returns it. "
+        description="The body is a tarsy-bot session as its `GET /api/v1/history/sessions/{id}` returns "
+        "it, or a Go TARSy session document (`format: tarsy-go/1`: its API's answers assembled, "
+        "docs/sync.md). "
         "Only for TARSy: users with the `scoring.change_alertsession` permission or named in "
         "`SESSION_WRITERS`. Sending a session again replaces it (its scores stay; each score's "
         "`session_changed_since_score` says whether the session differs from what it judged), or "
         "leaves it alone when its content is unchanged; every write is recorded with the user's name. "
         "NUL characters (\\u0000), which the database cannot "
         "store, are stored as U+FFFD and noted in the session's `ingest_notes`.",
-        request=SessionDetailSerializer,
+        request=SESSION_DOCUMENT,
         responses={
             201: OpenApiResponse(SessionSummarySerializer, description="The session was new."),
             200: OpenApiResponse(

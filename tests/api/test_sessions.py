@@ -267,10 +267,16 @@ def test_the_schema_documents_every_sessions_response(api_client):
         "alert_type",
         "page",
     }
+    components = schema["components"]["schemas"]
     request_schema = collection["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
-    request_fields = schema["components"]["schemas"][request_schema.rsplit("/", 1)[1]]
-    assert {"session_id", "status", "stages"} <= set(request_fields["required"])
-    assert "investigation_bytes" not in request_fields["properties"]
+    tarsy_bot, tarsy_go = (
+        components[one["$ref"].rsplit("/", 1)[1]] for one in components[request_schema.rsplit("/", 1)[1]]["oneOf"]
+    )
+    assert {"session_id", "status", "stages"} <= set(tarsy_bot["required"])
+    assert "investigation_bytes" not in tarsy_bot["properties"]
+    assert set(tarsy_go["required"]) == {
+        "format", "session", "timeline", "trace", "llm_interactions", "mcp_interactions"
+    }  # fmt: skip
 
 
 def test_a_session_the_renderer_cannot_read_is_stored_and_its_scoring_says_why(api_client):

@@ -123,7 +123,10 @@ def test_import_sessions_stores_the_real_folder(real_documents):
 
     call_command("import_sessions", str(REAL_DIR), stdout=out, stderr=err)
 
-    assert out.getvalue().strip() == f"unchanged: 0, created: {len(real_documents)}, updated: 0, rejected: 0"
+    assert out.getvalue().strip() == (
+        f"unchanged: 0, created: {len(real_documents)}, updated: 0, rejected: 0; "
+        f"tarsy-bot: {len(real_documents)}, tarsy-go: 0"
+    )
     assert err.getvalue() == ""
     assert AlertSession.objects.count() == len(real_documents)
 

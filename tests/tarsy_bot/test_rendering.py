@@ -1,7 +1,7 @@
 """The investigation text the judge reads (scoring.judge.rendering), on every sample session.
 
 Regenerate the golden files after an intended format change with
-``UPDATE_GOLDENS=1 .venv/bin/pytest tests/judge/test_rendering.py`` and review the diff.
+``UPDATE_GOLDENS=1 .venv/bin/pytest tests/tarsy_bot/test_rendering.py`` and review the diff.
 """
 
 import copy

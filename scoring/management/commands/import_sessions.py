@@ -10,6 +10,8 @@ from typing import BinaryIO
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring import services
+from scoring.models import SessionSource
+from scoring.tarsy import ingest
 from scoring.tarsy.documents import InvalidSession
 
 STDIN = "-"
@@ -136,7 +138,7 @@ def _not_json(exc: ValueError) -> str:
 
 class Command(BaseCommand):
     help = (
-        "Import TARSy sessions (as TARSy's GET /api/v1/history/sessions/{id} returns them) from JSON files "
+        "Import TARSy sessions from JSON files "
         "(one session or a list), JSONL files (one session per line), folders (their .json and .jsonl "
         "files, recursively) or '-' for stdin. Each session is stored on its own: a rejected one is "
         "reported as 'rejected: FILE[N]: REASON' (N = position in the list from 0, or line number in "
@@ -144,7 +146,9 @@ class Command(BaseCommand):
         "characters replaced) is reported as 'noted: FILE[N]: NOTE'; a session stored before with the same "
         "content is left as it was and counted as unchanged. Files of a folder that are not .json or .jsonl, "
         "and files that hold no session, are reported as 'skipped: WHERE: WHY'. Exits non-zero if "
-        "anything was rejected."
+        "anything was rejected. A session is a tarsy-bot document (as its GET /api/v1/history/sessions/{id} "
+        "returns it) or a Go TARSy document (docs/sync.md, 'The Go TARSy document'); the last line counts "
+        "the sessions read of each source."
     )
     # Lets tests hand in their own stdin (a binary stream) through call_command.
     stealth_options = ("stdin",)
@@ -155,16 +159,23 @@ class Command(BaseCommand):
     def handle(self, *args, paths, **options):
         stdin = options.get("stdin") or sys.stdin.buffer
         counts = {"unchanged": 0, "created": 0, "updated": 0, "rejected": 0}
+        sources = dict.fromkeys(SessionSource.values, 0)
         for path in paths:
             for record in read_records(path, stdin):
                 if record.skipped:
                     self.stderr.write(f"skipped: {record.where}: {record.skipped}")
                     continue
+                if not record.error:
+                    sources[ingest.source_of(record.document)] += 1
                 reason = record.error or self._store(record, counts)
                 if reason:
                     counts["rejected"] += 1
                     self.stderr.write(f"rejected: {record.where}: {reason}")
-        self.stdout.write(", ".join(f"{outcome}: {count}" for outcome, count in counts.items()))
+        self.stdout.write(
+            ", ".join(f"{outcome}: {count}" for outcome, count in counts.items())
+            + "; "
+            + ", ".join(f"{source}: {count}" for source, count in sources.items())
+        )
         if counts["rejected"]:
             stored = counts["unchanged"] + counts["created"] + counts["updated"]
             raise CommandError(f"{counts['rejected']} rejected, {stored} stored")
