@@ -160,8 +160,11 @@ class ReadOnly:
 
 @admin.register(AlertSession)
 class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
-    list_display = ["short_id", "alert", "alert_type", "status", "started", "score"]
-    list_filter = [SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "alert_type", "status"]
+    list_display = ["short_id", "alert", "source", "alert_type", "status", "started", "score", "in_tarsy"]
+    list_filter = [
+        SessionScoreStateFilter, SessionBandFilter, SessionCriteriaFilter, "source", "alert_type", "status",
+        "source_quality_rating",
+    ]  # fmt: skip
     # get_search_results does the searching; a non-empty list shows the box.
     search_fields = ["session_id"]
     search_help_text = (
@@ -170,9 +173,9 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     list_per_page = 50
     actions = ["score_selected", "force_rescore_selected"]
     fields = [
-        "session_id", "alert", "alert_type", "agent_type", "chain_id", "status", "author", "runbook_url",
-        "started", "completed", "error_message", "ingest_notes_view", "alert_data_view",
-        "final_analysis_view", "investigation_view", "writes_view", "score_history",
+        "session_id", "source", "tarsy_link", "alert", "alert_type", "agent_type", "chain_id", "status", "author",
+        "runbook_url", "started", "completed", "error_message", "ingest_notes_view", "alert_data_view",
+        "final_analysis_view", "investigation_view", "in_tarsy", "writes_view", "score_history",
     ]  # fmt: skip
     readonly_fields = fields
 
@@ -215,6 +218,24 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
+
+    @admin.display(description="In TARSy")
+    def in_tarsy(self, session):
+        """Go TARSy's own judge's score and its reviewers' verdict: another judge's, never ours."""
+        parts = []
+        if session.source_score_total is not None:
+            model = f" ({session.source_score_model})" if session.source_score_model else ""
+            parts.append(f"judge {session.source_score_total}{model}")
+        if session.source_quality_rating:
+            parts.append(f"reviewers: {session.get_source_quality_rating_display().lower()}")
+        elif session.source_review_status:
+            parts.append(f"review: {session.source_review_status}")
+        return " · ".join(parts) or "-"
+
+    @admin.display(description="TARSy's page")
+    def tarsy_link(self, session):
+        url = session.tarsy_dashboard_url
+        return format_html('<a href="{}" rel="noopener">{}</a>', url, url) if url else "-"
 
     @admin.display(description="Ingest notes")
     def ingest_notes_view(self, session):

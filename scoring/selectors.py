@@ -484,6 +484,7 @@ def dashboard_sessions(
     band: str | None = None,
     obsolete: bool | None = None,
     alert_type: str | None = None,
+    source: str | None = None,
     search: str = "",
     sort: str = "-started",
 ) -> QuerySet[AlertSession]:
@@ -502,6 +503,8 @@ def dashboard_sessions(
         sessions = sessions.filter(criteria_q(obsolete=obsolete, field="latest_prompt_hash"))
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
+    if source:
+        sessions = sessions.filter(source=source)
     sessions = search_sessions(with_latest_error(with_scoring_estimate(sessions)), search)
     return sessions.order_by(*SESSION_SORTS[sort], "-session_id")
 

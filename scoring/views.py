@@ -20,7 +20,7 @@ from scoring.api.errors import INTERNAL_ERROR_DETAIL
 from scoring.insights import page as insights_page
 from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
 from scoring.judge import rendering
-from scoring.models import AlertSession
+from scoring.models import AlertSession, SessionSource
 from scoring.templatetags.scoring_ui import badge_catalog
 
 PAGE_SIZE = 50
@@ -46,6 +46,7 @@ class SessionListFilters(forms.Form):
         choices=[("", "Any criteria"), ("current", "Current criteria"), ("obsolete", "Obsolete criteria")],
     )
     alert_type = forms.ChoiceField(required=False)
+    source = forms.ChoiceField(required=False, choices=[("", "Any source"), *SessionSource.choices])
     q = forms.CharField(required=False, label="Search", max_length=200)
     sort = forms.ChoiceField(required=False, choices=SORT_CHOICES)
 
@@ -66,6 +67,7 @@ class SessionListFilters(forms.Form):
             "band": score if score and score not in selectors.SCORE_STATES else None,
             "obsolete": {"current": False, "obsolete": True}.get(criteria),
             "alert_type": data.get("alert_type") or None,
+            "source": data.get("source") or None,
             "search": data.get("q") or "",
             "sort": data.get("sort") or "-started",
         }

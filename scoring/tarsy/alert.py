@@ -1,7 +1,7 @@
 """What an alert is called and what it says, in one line, from a TARSy session.
 
-TARSy keeps the alert exactly as its sender posted it (``alert_data``: any JSON
-object, whatever the monitoring tool wrote), so nothing here assumes a shape.
+TARSy keeps the alert exactly as its sender posted it (``alert_data``: tarsy-bot any JSON
+object, Go TARSy a text, often JSON), so nothing here assumes a shape.
 The real documents carry, for example, ``alert`` + ``message`` (our samples),
 ``description`` alone (tarsy-bot's own test alerts), or only identifying fields
 (``namespace``, ``pod_name``); Alertmanager puts the name in
@@ -9,6 +9,7 @@ The real documents carry, for example, ``alert`` + ``message`` (our samples),
 """
 
 import itertools
+import json
 from dataclasses import dataclass
 
 # Keys compared lower-case, without "_" and "-": "alertname", "alert_name", "alertName"...
@@ -37,7 +38,15 @@ def alert_heading(alert_type: str, alert_data, final_analysis_summary: str | Non
     summary of its final analysis; the alert's first few other fields
     (``namespace: payments · pod: payments-api-7d9``).
     """
-    data = alert_data if isinstance(alert_data, dict) else {}
+    if isinstance(alert_data, str):
+        # Go TARSy keeps the alert as the text its sender posted: often JSON, else plain text.
+        data = _json_object(alert_data)
+        if data is None:
+            return AlertHeading(
+                title=alert_type, summary=_one_line(alert_data or final_analysis_summary, SUMMARY_CHARS)
+            )
+    else:
+        data = alert_data if isinstance(alert_data, dict) else {}
     labels = _object(data, "labels")
     annotations = _object(data, "annotations")
     name = _first_text([data, labels], NAME_KEYS)
@@ -46,6 +55,21 @@ def alert_heading(alert_type: str, alert_data, final_analysis_summary: str | Non
     return AlertHeading(
         title=_one_line(name, SUMMARY_CHARS) or alert_type, summary=_one_line(summary, SUMMARY_CHARS)
     )
+
+
+# A text alert is read as JSON only up to this size: headings are made for every row of a list.
+MAX_JSON_ALERT_CHARS = 65536
+
+
+def _json_object(text: str) -> dict | None:
+    """The JSON object ``text`` holds, or None (not JSON, not an object, or too long to read)."""
+    if len(text) > MAX_JSON_ALERT_CHARS or not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _key(name) -> str:

@@ -74,3 +74,28 @@ def test_a_long_text_is_cut_at_a_word_on_one_line():
     assert len(summary) <= SUMMARY_CHARS and "\n" not in summary
     assert summary.startswith("Pod payments-api restarted again and again")
     assert summary.endswith("again and…") or summary.endswith("again…")
+
+
+def test_a_go_tarsy_alert_in_plain_text_is_summed_up_by_its_first_words():
+    assert alert_heading("test-alert", "Pod OOMKilled\nnamespace: default", None) == AlertHeading(
+        "test-alert", "Pod OOMKilled namespace: default"
+    )
+
+
+def test_a_go_tarsy_alert_that_is_json_text_is_read_as_the_object_it_holds():
+    text = json.dumps({"labels": {"alertname": "KubePodCrashLooping"}, "annotations": {"summary": "pod restarts"}})
+    assert alert_heading("kubernetes", text, "unused") == AlertHeading("KubePodCrashLooping", "pod restarts")
+
+
+@pytest.mark.parametrize(
+    ("text", "summary"),
+    [
+        ("", "Summary of the analysis"),
+        ("[1, 2]", "[1, 2]"),
+        ("{not json", "{not json"),
+        # Too long to be read as JSON for a heading: shown as text, cut.
+        ('{"alertname": "X", "pad": "' + "x" * 70000 + '"}', '{"alertname": "X", "pad": "' + "x" * 132 + "…"),
+    ],
+)
+def test_a_go_tarsy_alert_text_that_holds_no_object_is_shown_as_text(text, summary):
+    assert alert_heading("kubernetes", text, "Summary of the analysis") == AlertHeading("kubernetes", summary)
