@@ -541,6 +541,9 @@ class TarsySync(models.Model):
     last_success_at_us = models.BigIntegerField(null=True, blank=True)
     last_error = models.TextField(blank=True, default="")
     last_error_at_us = models.BigIntegerField(null=True, blank=True)
+    # Go TARSy: the creation time from which the next run lists finished sessions
+    # (scoring.tarsy_go.api); null: from the beginning.
+    watermark_us = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "tarsy_sync"
@@ -551,15 +554,16 @@ class TarsySync(models.Model):
 
 class TarsySyncedSession(models.Model):
     """What a sync last fetched of one session: the list fields that say whether
-    it changed since (status, completion time, chat messages), and why its
-    document was rejected, if it was. The sync's cursor: a session whose list
-    entry matches its row is not fetched again."""
+    it changed since (tarsy-bot: status, completion time, chat messages; Go TARSy: the
+    ``fingerprint`` of its list entry), and why its document was rejected, if it was.
+    The sync's cursor: a session whose list entry matches its row is not fetched again."""
 
     source = models.CharField(max_length=500)
     session_id = models.UUIDField()
     status = models.CharField(max_length=32)
     completed_at_us = models.BigIntegerField(null=True, blank=True)
     chat_message_count = models.IntegerField(null=True, blank=True)
+    fingerprint = models.CharField(max_length=64, blank=True, default="")
     rejected_reason = models.TextField(blank=True, default="")
     synced_at_us = models.BigIntegerField()
 

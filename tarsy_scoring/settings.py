@@ -19,7 +19,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from scoring.tarsy.url import tarsy_url_problem
+from scoring.tarsy.url import canonical_url, plain_http_problem, tarsy_url_problem
 from tarsy_scoring.private_files import read_or_create
 
 # litellm fetches its model cost map from the internet when imported unless told
@@ -358,18 +358,45 @@ else:
 TARSY_URL = os.environ.get("TARSY_URL", "").strip().rstrip("/")
 if TARSY_URL and tarsy_url_problem(TARSY_URL):
     raise ImproperlyConfigured(f"TARSY_URL: {tarsy_url_problem(TARSY_URL)}")
+# One spelling per TARSy: the key of its sync's state, metrics and checks.
+TARSY_URL = TARSY_URL and canonical_url(TARSY_URL)
 # Go TARSy's dashboard, for links from a Go session to its page there (/sessions/<id>);
 # unset: TARSY_URL, where Go TARSy serves its dashboard beside its API. Empty: no links.
 TARSY_DASHBOARD_URL = os.environ.get("TARSY_DASHBOARD_URL", TARSY_URL).strip().rstrip("/")
 if TARSY_DASHBOARD_URL and tarsy_url_problem(TARSY_DASHBOARD_URL):
     raise ImproperlyConfigured(f"TARSY_DASHBOARD_URL: {tarsy_url_problem(TARSY_DASHBOARD_URL)}")
-# Sent as "Authorization: Bearer <TARSY_TOKEN>" to TARSy.
-TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "")
+# Sent as "Authorization: Bearer <token>" to TARSy: TARSY_TOKEN, or the content of TARSY_TOKEN_FILE
+# (a projected ServiceAccount token, read again when it changes); white space around it removed.
+TARSY_TOKEN = os.environ.get("TARSY_TOKEN", "").strip()
+TARSY_TOKEN_FILE = os.environ.get("TARSY_TOKEN_FILE", "").strip()
+if TARSY_TOKEN and TARSY_TOKEN_FILE:
+    raise ImproperlyConfigured("TARSY_TOKEN and TARSY_TOKEN_FILE are both set: set one")
+# PEM file of the CAs that sign TARSy's HTTPS certificate (a cluster's private CA); unset: the system's.
+TARSY_CA_BUNDLE = os.environ.get("TARSY_CA_BUNDLE", "").strip()
+if TARSY_CA_BUNDLE and not os.path.isfile(TARSY_CA_BUNDLE):
+    raise ImproperlyConfigured(f"TARSY_CA_BUNDLE: no such file: {TARSY_CA_BUNDLE}")
+# Credentials are sent over plain http only to this machine, unless this allows it.
+TARSY_ALLOW_PLAIN_HTTP = env_bool("TARSY_ALLOW_PLAIN_HTTP", False)
+_plain_http = TARSY_URL and plain_http_problem(
+    TARSY_URL, has_credentials=bool(TARSY_TOKEN or TARSY_TOKEN_FILE), allowed=TARSY_ALLOW_PLAIN_HTTP
+)
+if _plain_http:
+    raise ImproperlyConfigured(f"TARSY_URL: {_plain_http}")
 TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)
 # Each request to TARSy: its timeout, retries after a network error or 5xx, first wait (doubling).
 TARSY_SYNC_TIMEOUT_S = env_number("TARSY_SYNC_TIMEOUT_S", 30.0)
 TARSY_SYNC_MAX_RETRIES = env_number("TARSY_SYNC_MAX_RETRIES", 3, int)
 TARSY_SYNC_BACKOFF_S = env_number("TARSY_SYNC_BACKOFF_S", 1.0)
+# The largest answer read from TARSy (a whole session, for tarsy-bot): a larger one is refused.
+TARSY_SYNC_MAX_ANSWER_BYTES = env_number("TARSY_SYNC_MAX_ANSWER_BYTES", 64 * 1024 * 1024, int)
+# A run stops (keeping what it stored; the next one goes on) when it has run this long or read
+# this many pages of TARSy's session list.
+TARSY_SYNC_RUN_DEADLINE_S = env_number("TARSY_SYNC_RUN_DEADLINE_S", 1800.0)
+TARSY_SYNC_MAX_PAGES = env_number("TARSY_SYNC_MAX_PAGES", 1000, int)
+# Go TARSy: a session is assembled from about as many requests as it has interactions, this
+# many at a time, within this long.
+TARSY_SYNC_CONCURRENCY = env_number("TARSY_SYNC_CONCURRENCY", 4, int)
+TARSY_SYNC_SESSION_DEADLINE_S = env_number("TARSY_SYNC_SESSION_DEADLINE_S", 300.0)
 # /readyz fails when the last successful sync started longer ago than this; 0: reported, never failed.
 TARSY_SYNC_MAX_LAG_S = env_number("TARSY_SYNC_MAX_LAG_S", 0.0)
 # Request a scoring of every session the periodic sync imports for the first time,
@@ -381,6 +408,11 @@ for _name, _value, _least in (
     ("TARSY_SYNC_TIMEOUT_S", TARSY_SYNC_TIMEOUT_S, 0.001),
     ("TARSY_SYNC_MAX_RETRIES", TARSY_SYNC_MAX_RETRIES, 0),
     ("TARSY_SYNC_BACKOFF_S", TARSY_SYNC_BACKOFF_S, 0),
+    ("TARSY_SYNC_MAX_ANSWER_BYTES", TARSY_SYNC_MAX_ANSWER_BYTES, 1024),
+    ("TARSY_SYNC_RUN_DEADLINE_S", TARSY_SYNC_RUN_DEADLINE_S, 1),
+    ("TARSY_SYNC_MAX_PAGES", TARSY_SYNC_MAX_PAGES, 1),
+    ("TARSY_SYNC_CONCURRENCY", TARSY_SYNC_CONCURRENCY, 1),
+    ("TARSY_SYNC_SESSION_DEADLINE_S", TARSY_SYNC_SESSION_DEADLINE_S, 1),
     ("SCORING_AUTO_SCORE_MAX_PER_DAY", SCORING_AUTO_SCORE_MAX_PER_DAY, 0),
 ):
     if _value < _least:

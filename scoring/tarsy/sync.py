@@ -1,12 +1,17 @@
-"""Sessions pulled from a running TARSy (tarsy-bot's history API), for
-``manage.py sync_sessions`` and the worker clusters' periodic sync (docs/sync.md).
+"""Sessions pulled from a running TARSy, either generation, for ``manage.py sync_sessions``
+and the worker clusters' periodic sync (docs/sync.md).
 
-A run pages through ``GET /api/v1/history/sessions`` (finished statuses, newest
-first, 100 a page) and fetches ``GET /api/v1/history/sessions/{id}`` only for a
-session that is new or whose list entry changed (status, completion time,
-chat messages) since it was last fetched (``TarsySyncedSession``, the cursor).
-Each document is stored through ``services.ingest_session`` on its own, so a
-run that stops keeps what it stored.
+A run finds which TARSy answers at the URL (tarsy-bot's history API, else Go TARSy's API:
+``scoring.tarsy_bot.api``, ``scoring.tarsy_go.api``), pages through its list of finished
+sessions and fetches a session only when it is new or its list entry changed since it was
+last fetched (``TarsySyncedSession``, the cursor). Each document is stored through
+``services.ingest_session`` on its own, so a run that stops keeps what it stored.
+
+A TARSy is another team's service: one document it cannot give whole (not JSON, too large,
+nested too deep, invalid) is reported and skipped, and the run goes on; a database that
+fails for a moment (SQLite's lock, a PostgreSQL failover) is waited for, and never taken for
+a bad document. A run stops at its deadline (``TARSY_SYNC_RUN_DEADLINE_S``) or after
+``TARSY_SYNC_MAX_PAGES`` list pages, keeping what it stored: the next one goes on.
 
 One run per TARSy at a time, across processes and hosts: a run holds a lease on
 the TARSy's ``TarsySync`` row, taken and renewed by conditional UPDATEs (atomic
@@ -17,52 +22,38 @@ lease that expires. A second run meanwhile stops at once (``SyncAlreadyRunning``
 from __future__ import annotations
 
 import datetime
-import http.client
-import json
 import logging
 import os
 import socket
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 
 from scoring import batches, services
-from scoring.models import SessionScore, SessionStatus, TarsySync, TarsySyncedSession
+from scoring.models import SessionScore, TarsySync, TarsySyncedSession
+from scoring.tarsy.client import (
+    BadAnswer,
+    SyncError,
+    TarsyClient,
+    TarsyNotFound,
+    printable,
+)
 from scoring.tarsy.documents import InvalidSession
+from scoring.tarsy_bot.api import TarsyBotApi
+from scoring.tarsy_go.api import TarsyGoApi
 
 logger = logging.getLogger(__name__)
 
-LIST_PATH = "/api/v1/history/sessions"
-PAGE_SIZE = 100  # tarsy-bot's largest page_size
-FINISHED_STATUSES = SessionStatus.terminal_values()
 # score_triggered_by of the scorings a sync requests; the daily cap counts them.
 SCORING_TRIGGER_PREFIX = "tarsy-sync"
-
-
-class SyncError(Exception):
-    """A sync that stopped before the end of the list; str() is for the operator.
-
-    ``report`` holds what the run did before it stopped (set by ``sync_sessions``).
-    """
-
-    report: SyncReport | None = None
-
-
-class TarsyAuthRejected(SyncError):
-    """TARSy (or the proxy in front of it) answered 401 or 403: retrying cannot help."""
-
-
-class TarsyUnreachable(SyncError):
-    """Network errors or 5xx answers on every attempt."""
+# Tries of a write the database refused for a moment (locked, failing over), and the first wait.
+DATABASE_TRIES = 4
+DATABASE_BACKOFF_S = 0.5
 
 
 class SyncAlreadyRunning(SyncError):
@@ -71,10 +62,6 @@ class SyncAlreadyRunning(SyncError):
 
 class SyncStopped(SyncError):
     """The caller asked the run to stop (the worker is shutting down)."""
-
-
-class _SessionGone(Exception):
-    """404 for a session document: TARSy deleted it after listing it."""
 
 
 @dataclass
@@ -88,6 +75,8 @@ class SyncReport:
     noted: list[tuple[str, str]] = field(default_factory=list)
     gone: list[str] = field(default_factory=list)
     scoring: dict[str, int] = field(default_factory=dict)
+    # Which TARSy answered: a SessionSource value ("" until the run found out).
+    source: str = ""
 
     def counts(self) -> dict[str, int]:
         return {
@@ -104,147 +93,26 @@ class SyncReport:
             self.scoring[key] = self.scoring.get(key, 0) + count
 
 
-def source_of(url: str) -> str:
-    """The key of a TARSy: its base URL without a trailing slash."""
-    return url.strip().rstrip("/")
+# --- Which TARSy ---------------------------------------------------------------------------------
 
 
-# --- HTTP --------------------------------------------------------------------------------
-
-
-class _NoRedirects(urllib.request.HTTPRedirectHandler):
-    """Redirects are answers, not followed: a proxy redirects to its login page (often
-    on another host), and following would send the credentials there."""
-
-    def redirect_request(self, *args, **kwargs):
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirects)
-
-
-@dataclass
-class TarsyClient:
-    """GETs JSON from one TARSy, retrying network errors and 5xx with doubling waits."""
-
-    base_url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout_s: float = 30.0
-    max_retries: int = 3
-    backoff_s: float = 1.0
-
-    @classmethod
-    def configured(
-        cls, base_url: str, *, token: str = "", headers: dict[str, str] | None = None
-    ) -> TarsyClient:
-        all_headers = dict(headers or {})
-        if token:
-            all_headers["Authorization"] = f"Bearer {token}"
-        return cls(
-            source_of(base_url),
-            all_headers,
-            timeout_s=settings.TARSY_SYNC_TIMEOUT_S,
-            max_retries=settings.TARSY_SYNC_MAX_RETRIES,
-            backoff_s=settings.TARSY_SYNC_BACKOFF_S,
-        )
-
-    def get_json(self, path: str, params: dict | None = None):
-        url = self.base_url + path + ("?" + urllib.parse.urlencode(params, doseq=True) if params else "")
-        request = urllib.request.Request(url, headers={"Accept": "application/json", **self.headers})
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            try:
-                with _opener.open(request, timeout=self.timeout_s) as response:
-                    body = response.read()
-                    content_type = response.headers.get("Content-Type", "")
-            except urllib.error.HTTPError as exc:
-                if exc.code in (401, 403):
-                    raise TarsyAuthRejected(
-                        f"TARSy answered {exc.code} {exc.reason} to GET {url}: the credentials "
-                        "(--token / TARSY_TOKEN, or --header) are missing, wrong or not allowed"
-                    ) from None
-                if 300 <= exc.code < 400:
-                    raise TarsyAuthRejected(
-                        f"TARSy answered {exc.code} {exc.reason} to GET {url}, redirecting to "
-                        f"{exc.headers.get('Location') or 'nowhere'}: most likely a proxy's login, so the "
-                        "credentials (--token / TARSY_TOKEN, or --header) are missing or wrong; "
-                        "or the URL is not TARSy's own"
-                    ) from None
-                if exc.code == 404 and path != LIST_PATH:
-                    raise _SessionGone() from None
-                if exc.code < 500:
-                    raise SyncError(
-                        f"TARSy answered {exc.code} {exc.reason} to GET {url}: {_excerpt(exc)}"
-                    ) from None
-                problem = f"{exc.code} {exc.reason}"
-            except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, dropped connections
-                problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
-            else:
-                try:
-                    return json.loads(body)
-                except ValueError:
-                    raise SyncError(
-                        f"TARSy's answer to GET {url} is not JSON ({content_type or 'no content type'}); "
-                        "is a login page of a proxy in front of it asking for credentials?"
-                    ) from None
-            if attempt + 1 < attempts:
-                wait_s = self.backoff_s * 2**attempt
-                logger.warning("GET %s failed (%s); retrying in %g s", url, problem, wait_s)
-                time.sleep(wait_s)
-        raise TarsyUnreachable(f"GET {url} failed {attempts} times; last: {problem}")
-
-
-def _excerpt(error: urllib.error.HTTPError) -> str:
+def api_at(client: TarsyClient, since_us: int | None):
+    """The API of the TARSy answering at ``client``'s URL, and its list's first page:
+    tarsy-bot's history API if it answers, else Go TARSy's (which answers 404 to tarsy-bot's
+    paths). Anything but a 404 from tarsy-bot's list (refused credentials, no answer) stops
+    the run as it is."""
     try:
-        return error.read(300).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def parse_header(text: str) -> tuple[str, str]:
-    """``'Name: value'`` -> (name, value); ValueError when it is not of that form."""
-    name, colon, value = text.partition(":")
-    if not colon or not name.strip() or any(c.isspace() for c in name.strip()):
-        raise ValueError(f"{text!r} is not a header: use 'Name: value'")
-    return name.strip(), value.strip()
-
-
-# --- Listing -------------------------------------------------------------------------------
-
-
-def finished_session_pages(client: TarsyClient, since_us: int | None) -> Iterator[list[dict]]:
-    """Pages of tarsy-bot's session list (its ``SessionOverview`` items), finished
-    sessions only, newest first. Newest first, so that sessions added while paging
-    push older ones to later pages (seen twice at worst, never skipped)."""
-    page = 1
-    while True:
-        params = {
-            "status": FINISHED_STATUSES,  # repeated: status=completed&status=failed&...
-            "page": page,
-            "page_size": PAGE_SIZE,
-            "sort_by": "started_at_us",
-            "sort_order": "desc",
-        }
-        if since_us is not None:
-            params["start_date_us"] = since_us
-        body = client.get_json(LIST_PATH, params)
+        bot = TarsyBotApi(client)
+        return bot, bot.first_page(since_us)
+    except TarsyNotFound as not_bot:
+        go = TarsyGoApi(client)
         try:
-            sessions, total_pages = body["sessions"], int(body["pagination"]["total_pages"])
-        except (TypeError, KeyError, ValueError):
+            return go, go.first_page(since_us)
+        except TarsyNotFound:
             raise SyncError(
-                f"{client.base_url}{LIST_PATH} did not answer with tarsy-bot's session list "
-                "({sessions, pagination: {total_pages, ...}}); is the URL TARSy's?"
+                f"{not_bot}; Go TARSy's API does not answer there either: is the URL TARSy's base URL "
+                "(the one its dashboard is served from)?"
             ) from None
-        if not isinstance(sessions, list):
-            raise SyncError(f"{client.base_url}{LIST_PATH}: 'sessions' is not a list")
-        yield sessions
-        if not sessions or page >= total_pages:
-            return
-        page += 1
-
-
-def _fingerprint(entry: dict) -> tuple:
-    return (entry.get("status"), entry.get("completed_at_us"), entry.get("chat_message_count"))
 
 
 # --- The lease ---------------------------------------------------------------------------------
@@ -314,14 +182,16 @@ def sync_sessions(
     if not _take_lease(source, holder, lease_s):
         raise SyncAlreadyRunning(f"another sync of {source} is running ({_lease_holder_now(source)})")
     started_at_us = services.now_us()
+    client.deadline = time.monotonic() + settings.TARSY_SYNC_RUN_DEADLINE_S
     report = SyncReport()
     try:
-        for entries in finished_session_pages(client, since_us):
+        api, first_page = api_at(client, since_us)
+        report.source = api.source
+        run = _Run(api, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop)
+        for entries in api.finished_session_pages(since_us, settings.TARSY_SYNC_MAX_PAGES, first_page):
             created_before = len(report.created)
             try:
-                _sync_page(
-                    client, entries, report, renew=lambda: _renew_lease(source, holder, lease_s), stop=stop
-                )
+                run.page(entries)
             finally:
                 # Also when the run stops mid-page: a stored session counts as unchanged
                 # from then on, so a scoring not requested now never would be.
@@ -334,7 +204,7 @@ def sync_sessions(
         if isinstance(exc, SyncError):
             exc.report = report
         if not isinstance(exc, SyncStopped):
-            _record_failure(source, exc)
+            _record_failure(source, client, exc)
         raise
     finally:
         _release_lease(source, holder)
@@ -348,92 +218,119 @@ def sync_sessions(
     return report
 
 
-def _record_failure(source: str, exc: Exception) -> None:
+def _record_failure(source: str, client: TarsyClient, exc: Exception) -> None:
     reason = str(exc) if isinstance(exc, SyncError) else f"{type(exc).__name__}: {exc}"
     try:
         TarsySync.objects.filter(source=source).update(
-            last_error=reason[:2000], last_error_at_us=services.now_us()
+            last_error=client.redact(printable(reason))[:2000], last_error_at_us=services.now_us()
         )
     except Exception:  # the database is away: the caller reports the failure all the same
         logger.warning("could not record the failed sync of %s", source, exc_info=True)
 
 
-def _sync_page(client: TarsyClient, entries: list, report: SyncReport, *, renew, stop) -> None:
-    source = client.base_url
-    ids = [_session_id(entry) for entry in entries]
-    known = {
-        str(row.session_id): (row.status, row.completed_at_us, row.chat_message_count)
-        for row in TarsySyncedSession.objects.filter(source=source, session_id__in=[i for i in ids if i])
-    }
-    for entry, session_id in zip(entries, ids):
-        report.listed += 1
-        if session_id is None:
-            report.rejected.append((repr(entry)[:100], "a list entry without a valid session_id"))
-            continue
-        if known.get(session_id) == _fingerprint(entry):
-            report.unchanged += 1
-            continue
-        if stop is not None and stop.is_set():
-            raise SyncStopped(f"the sync of {source} was stopped")
-        renew()
+@dataclass
+class _Run:
+    """One run's work on the pages of the list."""
+
+    api: object  # TarsyBotApi or TarsyGoApi
+    report: SyncReport
+    renew: object
+    stop: threading.Event | None
+
+    @property
+    def source(self) -> str:
+        return self.api.client.base_url
+
+    def page(self, entries: list) -> None:
+        ids = [self.api.entry_id(entry) for entry in entries]
+        known = {
+            str(row.session_id): self.api.synced_fingerprint(row)
+            for row in TarsySyncedSession.objects.filter(source=self.source, session_id__in=[i for i in ids if i])
+        }
+        for entry, session_id in zip(entries, ids):
+            self.report.listed += 1
+            if session_id is None:
+                self.report.rejected.append(
+                    (printable(repr(entry)[:100]), "a list entry without a valid session id")
+                )
+                continue
+            if known.get(session_id) == self.api.fingerprint(entry):
+                self.report.unchanged += 1
+                continue
+            if self.stop is not None and self.stop.is_set():
+                raise SyncStopped(f"the sync of {self.source} was stopped")
+            self.renew()
+            try:
+                document = self.api.fetch(session_id, entry)
+            except TarsyNotFound:
+                self.report.gone.append(session_id)
+                continue
+            except BadAnswer as exc:
+                self._remember(session_id, entry, None, str(exc))
+                continue
+            self._store(session_id, entry, document)
+
+    def _store(self, session_id: str, entry: dict, document) -> None:
+        """Store one document and remember what was fetched (rejected ones too: a
+        document that fails validation is not fetched again until it changes)."""
         try:
-            document = client.get_json(f"{LIST_PATH}/{session_id}")
-        except _SessionGone:
-            report.gone.append(session_id)
-            continue
-        _store(source, session_id, entry, document, report)
-
-
-def _store(source: str, session_id: str, entry: dict, document, report: SyncReport) -> None:
-    """Store one document and remember what was fetched (rejected ones too: a
-    document that fails validation is not fetched again until it changes)."""
-    reason = ""
-    try:
-        if not isinstance(document, dict) or _session_id(document) != session_id:
-            raise InvalidSession({"session_id": [f"TARSy sent another document for session {session_id}."]})
-        session, outcome = services.ingest_session(document, written_by=f"sync_sessions:{source}")
-    except InvalidSession as exc:
-        reason = str(exc)
-        report.rejected.append((session_id, reason))
-    except (DatabaseError, UnicodeError) as exc:
-        # A value the database cannot store (a lone surrogate, say): reported and
-        # remembered like an invalid document, so that it does not stop every run.
-        logger.warning("session %s from %s could not be stored", session_id, source, exc_info=True)
-        reason = f"could not be stored: {type(exc).__name__}: {str(exc)[:200]}"
-        report.rejected.append((session_id, reason))
-    else:
+            if self.api.document_id(document) != session_id:
+                raise InvalidSession(
+                    {"session_id": [f"TARSy sent another document for session {session_id}."]}
+                )
+            session, outcome = _ingest(document, written_by=f"sync_sessions:{self.source}")
+        except InvalidSession as exc:
+            return self._remember(session_id, entry, None, str(exc))
+        except (DatabaseError, UnicodeError, RecursionError, ValueError) as exc:
+            # A value the database cannot store (a lone surrogate, say): reported and
+            # remembered like an invalid document, so that it does not stop every run.
+            logger.warning("session %s from %s could not be stored", session_id, self.source, exc_info=True)
+            return self._remember(
+                session_id, entry, None, f"could not be stored: {type(exc).__name__}: {printable(str(exc)[:200])}"
+            )
         if outcome is services.IngestOutcome.UNCHANGED:
-            report.unchanged += 1
+            self.report.unchanged += 1
         elif outcome is services.IngestOutcome.CREATED:
-            report.created.append(session_id)
+            self.report.created.append(session_id)
         else:
-            report.updated.append(session_id)
-        report.noted.extend((session_id, note) for note in session.ingest_notes)
-    # The document's status and completion time are at least as new as the list's.
-    seen = document if not reason else entry
-    TarsySyncedSession.objects.update_or_create(
-        source=source,
-        session_id=session_id,
-        defaults={
-            "status": str(seen.get("status"))[:32],
-            "completed_at_us": _int_or_none(seen.get("completed_at_us")),
-            "chat_message_count": _int_or_none(entry.get("chat_message_count")),
-            "rejected_reason": reason,
-            "synced_at_us": services.now_us(),
-        },
-    )
+            self.report.updated.append(session_id)
+        self.report.noted.extend((session_id, note) for note in session.ingest_notes)
+        self._remember(session_id, entry, document, "")
+
+    def _remember(self, session_id: str, entry: dict, document, reason: str) -> None:
+        if reason:
+            self.report.rejected.append((session_id, reason))
+        _with_database_retries(
+            lambda: TarsySyncedSession.objects.update_or_create(
+                source=self.source,
+                session_id=session_id,
+                defaults={
+                    **self.api.cursor(entry, document),
+                    "rejected_reason": reason,
+                    "synced_at_us": services.now_us(),
+                },
+            )
+        )
 
 
-def _session_id(entry) -> str | None:
-    """The entry's session_id in canonical form, or None."""
-    try:
-        return str(uuid.UUID(entry["session_id"]))
-    except (TypeError, KeyError, ValueError, AttributeError):
-        return None
+def _ingest(document, *, written_by: str):
+    return _with_database_retries(lambda: services.ingest_session(document, written_by=written_by))
 
 
-def _int_or_none(value) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63 else None
+def _with_database_retries(write):
+    """``write()``, tried again when the database refused it for a moment (SQLite's "database is
+    locked", a PostgreSQL connection lost in a failover); SyncError when it still fails, so the
+    run stops without taking the session for a bad one."""
+    for attempt in range(DATABASE_TRIES):
+        try:
+            return write()
+        except (OperationalError, InterfaceError) as exc:
+            problem = exc
+            logger.warning("the database refused a sync write (%s: %s); trying again", type(exc).__name__, exc)
+            if not connection.in_atomic_block:
+                connection.close()  # a broken connection is replaced by the next query
+            time.sleep(DATABASE_BACKOFF_S * 2**attempt)
+    raise SyncError(f"the database failed {DATABASE_TRIES} times: {type(problem).__name__}: {problem}")
 
 
 # --- Scoring what a sync imports ----------------------------------------------------------
@@ -474,7 +371,12 @@ def request_scorings(session_ids: list[str], *, triggered_by: str) -> dict[str, 
 
 def sync_configured_tarsy(stop: threading.Event | None = None) -> SyncReport:
     """One run against TARSY_URL with TARSY_TOKEN; scores new sessions when SCORING_AUTO_SCORE."""
-    client = TarsyClient.configured(settings.TARSY_URL, token=settings.TARSY_TOKEN)
+    client = TarsyClient.configured(
+        settings.TARSY_URL,
+        token=settings.TARSY_TOKEN,
+        token_file=settings.TARSY_TOKEN_FILE,
+        ca_bundle=settings.TARSY_CA_BUNDLE,
+    )
     return sync_sessions(
         client,
         score=settings.SCORING_AUTO_SCORE,

@@ -13,6 +13,7 @@ from django.db import connection
 from scoring import services
 from scoring.models import AlertSession, SessionScore, TarsySync, TarsySyncedSession
 from scoring.tarsy import sync as tarsy_sync
+from scoring.tarsy_bot import api as tarsy_bot_api
 from tests.support.factories import make_session
 from tests.support.servers import REPO_DIR, child_env
 from tests.support.tarsy import new_session
@@ -42,7 +43,7 @@ def test_imports_every_finished_session_through_tarsy_bots_list_and_detail_endpo
     out, err, error = sync(tarsy.url)
 
     assert error is None, err
-    assert out.splitlines() == ["listed: 6, unchanged: 0, created: 6, updated: 0, rejected: 0, gone: 0"]
+    assert out.splitlines() == ["source: tarsy-bot", "listed: 6, unchanged: 0, created: 6, updated: 0, rejected: 0, gone: 0"]
     assert stored_ids() == set(tarsy.documents)
     # Repeated status= values (FastAPI's List[str] query), the largest page, newest first.
     assert tarsy.list_requests() == [
@@ -65,7 +66,7 @@ def test_a_second_run_with_nothing_new_fetches_no_document(db, tarsy):
     out, _, error = sync(tarsy.url)
 
     assert error is None
-    assert out.splitlines() == ["listed: 6, unchanged: 6, created: 0, updated: 0, rejected: 0, gone: 0"]
+    assert out.splitlines() == ["source: tarsy-bot", "listed: 6, unchanged: 6, created: 0, updated: 0, rejected: 0, gone: 0"]
     assert tarsy.detail_fetches() == {session_id: 1 for session_id in tarsy.documents}
     assert len(tarsy.list_requests()) == 2
 
@@ -78,7 +79,7 @@ def test_a_fetched_document_the_same_as_the_stored_session_counts_as_unchanged(d
     out, _, error = sync(tarsy.url)
 
     assert error is None
-    assert out.splitlines() == ["listed: 6, unchanged: 6, created: 0, updated: 0, rejected: 0, gone: 0"]
+    assert out.splitlines() == ["source: tarsy-bot", "listed: 6, unchanged: 6, created: 0, updated: 0, rejected: 0, gone: 0"]
     assert tarsy.detail_fetches() == {session_id: 2 for session_id in tarsy.documents}
     assert dict(AlertSession.objects.values_list("session_id", "updated_at")) == updated_at
 
@@ -93,7 +94,9 @@ def test_new_sessions_and_changed_ones_are_fetched_and_nothing_else(db, tarsy):
     out, _, error = sync(tarsy.url)
 
     assert error is None
-    assert out.splitlines() == ["listed: 7, unchanged: 5, created: 1, updated: 1, rejected: 0, gone: 0"]
+    assert out.splitlines() == [
+        "source: tarsy-bot", "listed: 7, unchanged: 5, created: 1, updated: 1, rejected: 0, gone: 0"
+    ]
     fetches = tarsy.detail_fetches()
     assert fetches[added["session_id"]] == 1
     assert fetches["70d57e34-7712-4304-b22f-cb34b7eaa712"] == 2
@@ -112,12 +115,12 @@ def test_unfinished_sessions_are_left_until_they_finish(db, tarsy):
 
     tarsy.add(finished)
     out, _, _ = sync(tarsy.url)
-    assert out.startswith("listed: 6, unchanged: 5, created: 1,")
+    assert out.startswith("source: tarsy-bot\nlisted: 6, unchanged: 5, created: 1,")
     assert AlertSession.objects.get(pk=session_id).status == "completed"
 
 
 def test_pages_through_the_whole_list(db, tarsy, monkeypatch):
-    monkeypatch.setattr(tarsy_sync, "PAGE_SIZE", 4)
+    monkeypatch.setattr(tarsy_bot_api, "PAGE_SIZE", 4)
 
     out, _, error = sync(tarsy.url)
 
@@ -171,7 +174,7 @@ def test_a_refused_request_stops_the_sync_naming_the_status(db, tarsy, status, r
     _, _, error = sync(tarsy.url)
 
     assert error.startswith(f"TARSy answered {status} {reason} to GET {tarsy.url}/api/v1/history/sessions?")
-    assert "credentials (--token / TARSY_TOKEN, or --header)" in error
+    assert "credentials (--token / TARSY_TOKEN / TARSY_TOKEN_FILE, or --header)" in error
     assert len(tarsy.requests) == 1  # not retried
     assert TarsySync.objects.get(source=tarsy.url).last_error == error
 

@@ -1,0 +1,268 @@
+"""Go TARSy's API, as the sync reads it (``scoring.tarsy.sync``, docs/sync.md).
+
+Go TARSy's session list (``GET /api/v1/sessions``, its dashboard's) has no "updated since", so
+a run reads three lists, each newest first, 100 a page:
+
+- the finished sessions created since the watermark: the creation time of the oldest session
+  that was still running or queued when the last run started (``GET /api/v1/sessions/active``),
+  else of the newest session the last run listed. A session that finishes later was created
+  after it, so it is listed then;
+- the finished sessions its reviewers took up or reviewed, and those its own judge scored,
+  whenever created: a review or a score added to an old session changes its list entry.
+
+A session is fetched only when its list entry changed since the last fetch (status, completion,
+chat messages, review, TARSy's score: ``fingerprint``): its detail, timeline, trace, score and
+review activity, then every interaction the trace lists, ``TARSY_SYNC_CONCURRENCY`` requests at
+a time and within ``TARSY_SYNC_SESSION_DEADLINE_S``; they are assembled into the document
+``scoring.tarsy_go.document`` reads.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from django.conf import settings
+
+from scoring.models import SessionSource, SessionStatus, TarsySync, TarsySyncedSession
+from scoring.tarsy.client import BadAnswer, DeadlineReached, SyncError, TarsyClient, TarsyNotFound
+from scoring.tarsy_go.document import FORMAT
+
+LIST_PATH = "/api/v1/sessions"
+ACTIVE_PATH = "/api/v1/sessions/active"
+PAGE_SIZE = 100  # Go TARSy's largest page_size
+FINISHED = ",".join(SessionStatus.terminal_values())
+# The re-check lists: sessions whose review or TARSy's own score may have changed.
+RECHECK_FILTERS = ({"review_status": "in_progress,reviewed"}, {"scoring_status": "scored"})
+# The watermark is moved back this much: sessions committed with a creation time a little
+# before the newest one listed (concurrent inserts) are listed again rather than missed.
+WATERMARK_MARGIN_S = 300
+# List entry fields whose change means the session must be fetched again.
+FINGERPRINT_FIELDS = (
+    "status", "completed_at", "chat_message_count", "latest_score", "scoring_status", "review_status",
+    "quality_rating", "action_taken", "investigation_feedback", "feedback_edited_at", "assignee",
+)  # fmt: skip
+
+
+@dataclass
+class TarsyGoApi:
+    client: TarsyClient
+    source = SessionSource.TARSY_GO
+    # Set by first_page for the run: where its list of finished sessions starts, and the
+    # creation time of the oldest session running or queued when it started.
+    _since_us: int | None = field(default=None, init=False)
+    _oldest_active_us: int | None = field(default=None, init=False)
+
+    def first_page(self, since_us: int | None):
+        """The first page of the finished sessions since ``since_us`` or the watermark;
+        ``TarsyNotFound`` tells that Go TARSy does not answer at the client's URL."""
+        self._since_us = since_us if since_us is not None else self._watermark_us()
+        # What runs now finishes later: the next run's watermark is at most its creation.
+        self._oldest_active_us = self._oldest_active_us_now()
+        return self._page(1, self._finished_filters())
+
+    def finished_session_pages(self, since_us: int | None, max_pages: int, first_page) -> Iterator[list[dict]]:
+        newest_us = None
+        for entries in self._pages(self._finished_filters(), max_pages, first_page):
+            newest_us = max([newest_us or 0, *(_time_us(e.get("created_at")) or 0 for e in entries)])
+            yield entries
+        for filters in RECHECK_FILTERS:
+            yield from self._pages({"status": FINISHED, **filters}, max_pages, None)
+        if since_us is None:
+            self._move_watermark(newest_us)
+
+    def _finished_filters(self) -> dict:
+        filters = {"status": FINISHED}
+        if self._since_us is not None:
+            filters["start_date"] = _rfc3339(self._since_us)
+        return filters
+
+    def _pages(self, filters: dict, max_pages: int, first_page) -> Iterator[list[dict]]:
+        page = 1
+        while True:
+            body = first_page if page == 1 and first_page is not None else self._page(page, filters)
+            sessions, total_pages = self._read_page(body)
+            yield sessions
+            if not sessions or page >= total_pages:
+                return
+            if page >= max_pages:
+                raise SyncError(
+                    f"{self.client.base_url}{LIST_PATH} lists more than TARSY_SYNC_MAX_PAGES ({max_pages}) "
+                    "pages; the sessions of the pages read are stored"
+                )
+            page += 1
+
+    def _page(self, page: int, filters: dict):
+        params = {**filters, "page": page, "page_size": PAGE_SIZE, "sort_by": "created_at", "sort_order": "desc"}
+        return self.client.get_json(LIST_PATH, params)
+
+    def _read_page(self, body) -> tuple[list, int]:
+        try:
+            sessions, total_pages = body["sessions"], int(body["pagination"]["total_pages"])
+        except (TypeError, KeyError, ValueError):
+            raise SyncError(
+                f"{self.client.base_url}{LIST_PATH} did not answer with Go TARSy's session list "
+                "({sessions, pagination: {total_pages, ...}}); is the URL TARSy's?"
+            ) from None
+        if not isinstance(sessions, list):
+            raise SyncError(f"{self.client.base_url}{LIST_PATH}: 'sessions' is not a list")
+        return sessions, total_pages
+
+    # --- The watermark -------------------------------------------------------------------------
+
+    def _watermark_us(self) -> int | None:
+        return TarsySync.objects.filter(source=self.client.base_url).values_list("watermark_us", flat=True).first()
+
+    def _oldest_active_us_now(self) -> int | None:
+        try:
+            body = self.client.get_json(ACTIVE_PATH)
+        except TarsyNotFound:  # a Go TARSy without it: the watermark is the newest listed
+            return None
+        items = [*(body.get("active") or []), *(body.get("queued") or [])] if isinstance(body, dict) else []
+        times = [_time_us(item.get("created_at")) for item in items if isinstance(item, dict)]
+        return min((t for t in times if t is not None), default=None)
+
+    def _move_watermark(self, newest_listed_us: int | None) -> None:
+        candidates = [t for t in (newest_listed_us, self._oldest_active_us) if t]
+        if not candidates:
+            return
+        watermark = min(candidates) - WATERMARK_MARGIN_S * 1_000_000
+        if self._since_us is not None:
+            watermark = max(watermark, self._since_us)
+        TarsySync.objects.filter(source=self.client.base_url).update(watermark_us=watermark)
+
+    # --- One session ------------------------------------------------------------------------------
+
+    @staticmethod
+    def entry_id(entry) -> str | None:
+        try:
+            return str(uuid.UUID(entry["id"]))
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return None
+
+    @staticmethod
+    def fingerprint(entry: dict) -> str:
+        values = [entry.get(name) for name in FINGERPRINT_FIELDS]
+        return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+
+    @staticmethod
+    def synced_fingerprint(row: TarsySyncedSession) -> str:
+        return row.fingerprint
+
+    def cursor(self, entry: dict, document: dict | None) -> dict:
+        return {
+            "status": str(entry.get("status"))[:32],
+            "completed_at_us": _time_us(entry.get("completed_at")),
+            "chat_message_count": None,
+            "fingerprint": self.fingerprint(entry),
+        }
+
+    @staticmethod
+    def document_id(document) -> str | None:
+        session = document.get("session") if isinstance(document, dict) else None
+        return TarsyGoApi.entry_id(session)
+
+    def fetch(self, session_id: str, entry: dict) -> dict:
+        """The session's document, assembled from its API's answers, within the session's
+        deadline; ``TarsyNotFound`` when it was deleted meanwhile."""
+        client = replace(self.client, deadline=self._session_deadline())
+        base = f"{LIST_PATH}/{session_id}"
+        with ThreadPoolExecutor(settings.TARSY_SYNC_CONCURRENCY, thread_name_prefix="tarsy-go-fetch") as pool:
+            try:
+                parts = dict(
+                    zip(
+                        ("session", "timeline", "trace", "score", "review_activity"),
+                        pool.map(
+                            lambda get: get(),
+                            [
+                                lambda: client.get_json(base),
+                                lambda: client.get_json(f"{base}/timeline"),
+                                lambda: client.get_json(f"{base}/trace"),
+                                lambda: _optional(client, f"{base}/score"),
+                                lambda: _optional(client, f"{base}/review-activity"),
+                            ],
+                        ),
+                    )
+                )
+                llm_ids, mcp_ids = _interaction_ids(parts["trace"])
+                llm = list(pool.map(lambda i: client.get_json(f"{base}/trace/llm/{i}"), llm_ids))
+                mcp = list(pool.map(lambda i: client.get_json(f"{base}/trace/mcp/{i}"), mcp_ids))
+            except DeadlineReached as exc:
+                if self.client.seconds_left() is not None and self.client.seconds_left() <= 0:
+                    raise  # the run's own deadline: the run stops
+                raise BadAnswer(
+                    f"session {session_id} was not fetched within TARSY_SYNC_SESSION_DEADLINE_S "
+                    f"({settings.TARSY_SYNC_SESSION_DEADLINE_S:g} s): {exc}"
+                ) from None
+        return {
+            "format": FORMAT,
+            **parts,
+            "llm_interactions": dict(zip(llm_ids, llm)),
+            "mcp_interactions": dict(zip(mcp_ids, mcp)),
+        }
+
+    def _session_deadline(self) -> float:
+        deadline = time.monotonic() + settings.TARSY_SYNC_SESSION_DEADLINE_S
+        return deadline if self.client.deadline is None else min(deadline, self.client.deadline)
+
+
+def _optional(client: TarsyClient, path: str):
+    """An answer a session may lack (no score, no review activity): None for a 404."""
+    try:
+        return client.get_json(path)
+    except TarsyNotFound:
+        return None
+
+
+def _interaction_ids(trace) -> tuple[list[str], list[str]]:
+    """The ids of every LLM and MCP interaction the trace list names, in its order: each
+    stage's executions and their sub-agents, then the session-level interactions."""
+    if not isinstance(trace, dict):
+        raise BadAnswer("Go TARSy's trace list is not an object")
+    llm, mcp = [], []
+
+    def execution(group) -> None:
+        if not isinstance(group, dict):
+            return
+        llm.extend(_ids(group.get("llm_interactions")))
+        mcp.extend(_ids(group.get("mcp_interactions")))
+        for sub_agent in group.get("sub_agents") or []:
+            execution(sub_agent)
+
+    for stage in trace.get("stages") or []:
+        for group in (stage.get("executions") or []) if isinstance(stage, dict) else []:
+            execution(group)
+    llm.extend(_ids(trace.get("session_interactions")))
+    return list(dict.fromkeys(llm)), list(dict.fromkeys(mcp))
+
+
+def _ids(items) -> list[str]:
+    """The interactions' ids; one that is not a plain id is left out (it could name another path)."""
+    return [
+        item["id"]
+        for item in items or []
+        if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].replace("-", "").isalnum()
+    ]
+
+
+def _time_us(value) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        return None
+    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
+
+
+def _rfc3339(time_us: int) -> str:
+    moment = datetime.datetime.fromtimestamp(time_us // 1_000_000, tz=datetime.UTC)
+    return moment.isoformat().replace("+00:00", "Z")
