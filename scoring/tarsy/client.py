@@ -203,11 +203,13 @@ class TarsyClient:
                 problem = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
             else:
                 return parse_json(body, f"TARSy's answer to GET {url}", content_type)
+            left = self.seconds_left()
+            if left is not None and left <= 0:
+                raise DeadlineReached(f"the deadline was reached during GET {url} ({problem})")
             if attempt + 1 < attempts:
                 wait_s = self.backoff_s * 2**attempt
-                left = self.seconds_left()
                 if left is not None and wait_s >= left:
-                    break
+                    raise DeadlineReached(f"the deadline comes before GET {url} could be tried again ({problem})")
                 logger.warning("GET %s failed (%s); retrying in %g s", url, self.redact(problem), wait_s)
                 time.sleep(wait_s)
         raise TarsyUnreachable(f"GET {url} failed {attempt + 1} times; last: {problem}")

@@ -281,7 +281,7 @@ class _Run:
             session, outcome = _ingest(document, written_by=f"sync_sessions:{self.source}")
         except InvalidSession as exc:
             return self._remember(session_id, entry, None, str(exc))
-        except (DatabaseError, UnicodeError, RecursionError, ValueError) as exc:
+        except (DatabaseError, UnicodeError) as exc:
             # A value the database cannot store (a lone surrogate, say): reported and
             # remembered like an invalid document, so that it does not stop every run.
             logger.warning("session %s from %s could not be stored", session_id, self.source, exc_info=True)

@@ -6,7 +6,7 @@ import re
 import urllib.parse
 
 # No user:password@ part: the URL is shown in /metrics, logs and each session's writer.
-_TARSY_URL = re.compile(r"https?://[^\s/@?#]+(/[^\s?#]*)?")
+_TARSY_URL = re.compile(r"https?://[^\s/@?#]+(/[^\s?#]*)?", re.IGNORECASE)
 _HOST_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)", re.IGNORECASE)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

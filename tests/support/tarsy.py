@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.support.servers import REPO_DIR
+from tests.support.tls import ServerCertificate
 
 REAL_DOCUMENTS_DIR = REPO_DIR.parent / "shared" / "data" / "tarsy-bot"
 LIST_PATH = "/api/v1/history/sessions"
@@ -101,16 +102,24 @@ def session_overview(document: dict) -> dict:
 
 
 class StandInTarsy:
-    def __init__(self, documents: list[dict]):
+    def __init__(self, documents: list[dict], tls: ServerCertificate | None = None):
         self.documents = {document["session_id"]: document for document in documents}
         self.requests: list[tuple[str, dict]] = []
         self.required_headers: dict[str, str] = {}
         self.detail_delay_s = 0.0
+        # path -> (status, content type, body): answered as it is, whatever the path.
+        self.raw_answers: dict[str, tuple[int, str, bytes]] = {}
+        # Each request's headers, in order (what the client sent).
+        self.request_headers: list[dict[str, str]] = []
         self._failures: list[int | str | None] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.server_context().wrap_socket(self._server.socket, server_side=True)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
@@ -209,6 +218,7 @@ class StandInTarsy:
                 query = parse_qs(parts.query)
                 with tarsy._lock:
                     tarsy.requests.append((parts.path, query))
+                    tarsy.request_headers.append(dict(self.headers))
                     failure = tarsy._failures.pop(0) if tarsy._failures else None
                 if failure == "drop":
                     self.close_connection = True
@@ -221,6 +231,14 @@ class StandInTarsy:
                 for name, value in tarsy.required_headers.items():
                     if self.headers.get(name) != value:
                         return self._send(401, {"detail": "Not authenticated"})
+                if parts.path in tarsy.raw_answers:
+                    status, content_type, body = tarsy.raw_answers[parts.path]
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if parts.path == LIST_PATH:
                     return self._send(*tarsy.list_page(query))
                 if parts.path.startswith(LIST_PATH + "/"):

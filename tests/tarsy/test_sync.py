@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import OperationalError, connection
 
 from scoring import services
 from scoring.models import AlertSession, SessionScore, TarsySync, TarsySyncedSession
@@ -16,7 +16,8 @@ from scoring.tarsy import sync as tarsy_sync
 from scoring.tarsy_bot import api as tarsy_bot_api
 from tests.support.factories import make_session
 from tests.support.servers import REPO_DIR, child_env
-from tests.support.tarsy import new_session
+from tests.support.tarsy import StandInTarsy, new_session, real_documents
+from tests.support.tls import private_ca_certificate
 
 
 @pytest.fixture(autouse=True)
@@ -425,3 +426,147 @@ def test_a_run_that_stops_mid_page_still_requests_scorings_of_what_it_stored(db,
     assert set(SessionScore.objects.values_list("session_id", flat=True)) == set(
         AlertSession.objects.values_list("session_id", flat=True)
     )
+
+
+# --- A broken or hostile TARSy ------------------------------------------------------------------
+
+BAD_BODIES = {
+    "html": ("text/html", b"<!doctype html><title>Sign in</title>"),
+    "a 5,000-digit number": ("application/json", b'{"session_id": ' + b"9" * 5000 + b"}"),
+    "JSON nested 1,000 deep": ("application/json", b'{"stages": ' + b"[" * 1000 + b"]" * 1000 + b"}"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD_BODIES)
+def test_a_document_that_is_not_json_this_service_reads_is_reported_and_skipped(db, tarsy, kind):
+    bad_id = "d7fc7f00-a9e3-47fb-a277-8516df605185"
+    tarsy.raw_answers[f"/api/v1/history/sessions/{bad_id}"] = (200, *BAD_BODIES[kind])
+
+    out, err, error = sync(tarsy.url)
+
+    assert error == "1 rejected"
+    assert f"rejected: {bad_id}: TARSy's answer to GET {tarsy.url}/api/v1/history/sessions/{bad_id} is " in err
+    assert "created: 5" in out and bad_id not in stored_ids()
+    _, _, error = sync(tarsy.url)  # remembered: not fetched again until its list entry changes
+    assert error is None and tarsy.detail_fetches()[bad_id] == 1
+
+
+def test_a_database_locked_for_a_moment_is_waited_for_not_taken_for_a_bad_document(db, tarsy, monkeypatch):
+    monkeypatch.setattr(tarsy_sync, "DATABASE_BACKOFF_S", 0.01)
+    ingest = services.ingest_session
+    refusals = iter([True, True])
+
+    def locked_twice(document, **kwargs):
+        if next(refusals, False):
+            raise OperationalError("database is locked")
+        return ingest(document, **kwargs)
+
+    monkeypatch.setattr(services, "ingest_session", locked_twice)
+
+    out, err, error = sync(tarsy.url)
+
+    assert error is None and "created: 6" in out and err == ""
+    assert not TarsySyncedSession.objects.exclude(rejected_reason="").exists()
+
+
+def test_a_database_that_stays_away_stops_the_run_and_rejects_nothing(db, tarsy, monkeypatch):
+    monkeypatch.setattr(tarsy_sync, "DATABASE_BACKOFF_S", 0.01)
+    ingest = services.ingest_session
+    calls = []
+
+    def failing_over(document, **kwargs):
+        calls.append(document["session_id"])
+        if len(calls) > 1:
+            raise OperationalError("terminating connection due to administrator command")
+        return ingest(document, **kwargs)
+
+    monkeypatch.setattr(services, "ingest_session", failing_over)
+
+    out, _, error = sync(tarsy.url)
+
+    assert error == (
+        "the database failed 4 times: OperationalError: terminating connection due to administrator command"
+    )
+    assert "created: 1, updated: 0, rejected: 0" in out
+    assert TarsySyncedSession.objects.count() == 1  # the session it could not store is fetched again
+    monkeypatch.setattr(services, "ingest_session", ingest)
+    out, _, error = sync(tarsy.url)
+    assert error is None and "unchanged: 1, created: 5" in out
+
+
+def test_a_run_stops_at_its_deadline_keeping_what_it_stored(db, tarsy, settings):
+    settings.TARSY_SYNC_RUN_DEADLINE_S = 0.5
+    tarsy.detail_delay_s = 0.2
+
+    out, _, error = sync(tarsy.url)
+
+    assert error.startswith("the deadline was reached ")
+    stored = len(stored_ids())
+    assert 0 < stored < 6 and f"created: {stored}," in out
+    settings.TARSY_SYNC_RUN_DEADLINE_S = 60
+    out, _, error = sync(tarsy.url)
+    assert error is None and f"unchanged: {stored}, created: {6 - stored}" in out
+
+
+def test_a_run_reads_at_most_the_page_limit(db, tarsy, settings, monkeypatch):
+    monkeypatch.setattr(tarsy_bot_api, "PAGE_SIZE", 4)
+    settings.TARSY_SYNC_MAX_PAGES = 1
+
+    out, _, error = sync(tarsy.url)
+
+    assert error == (
+        f"{tarsy.url}/api/v1/history/sessions lists more than TARSY_SYNC_MAX_PAGES (1) pages; "
+        "the sessions of the pages read are stored"
+    )
+    assert "created: 4," in out and len(tarsy.list_requests()) == 1
+
+
+def test_a_token_with_a_trailing_newline_is_sent_without_it(db, tarsy, tmp_path):
+    tarsy.required_headers = {"Authorization": "Bearer s3cret"}
+    token_file = tmp_path / "token"
+    token_file.write_text("s3cret\n")
+
+    out, _, error = sync(tarsy.url, "--token", "s3cret\n")
+    assert error is None and "created: 6" in out
+    out, _, error = sync(tarsy.url, "--token-file", str(token_file))
+    assert error is None and "unchanged: 6" in out
+
+
+def test_the_token_never_reaches_the_recorded_error(db, tarsy):
+    tarsy.raw_answers["/api/v1/history/sessions"] = (400, "text/plain", b"rejected header: Bearer s3cret-token")
+
+    _, _, error = sync(tarsy.url, "--token", "s3cret-token")
+
+    assert error.endswith("rejected header: Bearer <credentials>")
+    assert "s3cret-token" not in TarsySync.objects.get().last_error
+
+
+def test_credentials_are_not_sent_over_plain_http_to_another_machine_unless_allowed(db):
+    _, _, error = sync("http://tarsy.example.com", "--token", "t")
+    assert error.startswith("http://tarsy.example.com is plain http: the credentials would cross the network")
+    assert not TarsySync.objects.exists()
+
+    _, _, error = sync("http://tarsy.example.com:1", "--token", "t", "--allow-plain-http")
+    assert "plain http" not in error  # tried: nothing answers there
+
+
+def test_one_tarsy_is_one_source_however_its_url_is_spelled(db, tarsy):
+    sync(tarsy.url.upper().replace("HTTP://", "http://") + "/")
+    out, _, error = sync(tarsy.url.replace("http://", "HTTP://"))
+
+    assert error is None and "unchanged: 6" in out
+    assert list(TarsySync.objects.values_list("source", flat=True)) == [tarsy.url]
+    assert set(TarsySyncedSession.objects.values_list("source", flat=True)) == {tarsy.url}
+
+
+def test_a_tarsy_behind_tls_with_a_private_ca_is_synced_with_the_ca_bundle(db, tmp_path):
+    certificate = private_ca_certificate(tmp_path)
+    server = StandInTarsy(real_documents(), tls=certificate)
+    try:
+        _, _, error = sync(server.url)
+        assert "CERTIFICATE_VERIFY_FAILED" in error
+
+        out, _, error = sync(server.url, "--ca-bundle", str(certificate.ca_bundle))
+        assert error is None and "created: 6" in out
+    finally:
+        server.stop()
