@@ -1,5 +1,5 @@
-"""What every source's rendering of a session for the judge shares: the header and the
-tool results that ``scoring.judge.fitting`` may shorten."""
+"""What every source's rendering of a session for the judge shares: the header, the lines of
+the available tools, and the tool results that ``scoring.judge.fitting`` may shorten."""
 
 from datetime import UTC, datetime
 
@@ -41,3 +41,13 @@ def render_header(session, out: list[str]) -> None:
     if session.error_message:
         lines.append(f"**Session Error:** {session.error_message}")
     out.append("\n".join(lines) + "\n")
+
+
+def tool_line(server: str, tool: dict) -> str:
+    """One available tool: ``- server.name(param*, other) - description`` (* marks a required
+    parameter; no server for an agent's built-in tools)."""
+    schema = tool.get("inputSchema") or {}
+    required = set(schema.get("required") or [])
+    params = ", ".join(f"{name}{'*' if name in required else ''}" for name in schema.get("properties") or {})
+    prefix = f"{server}." if server else ""
+    return f"- {prefix}{tool.get('name')}({params}) - {tool.get('description') or ''}".rstrip(" -")

@@ -9,7 +9,7 @@ collected in one list and joined once: a 20 MB session is never copied piecemeal
 import json
 from dataclasses import dataclass, field
 
-from scoring.judge.parts import ToolResult, render_header
+from scoring.judge.parts import ToolResult, render_header, tool_line
 
 # Tool results shorter than this are left in the agent's input as they are; longer
 # ones that the input repeats verbatim are replaced by a reference to the result above.
@@ -105,20 +105,13 @@ def _render_available_tools(stages, out: list[str]) -> None:
                 continue
             listed = True
             for server, tools in (details.get("available_tools") or {}).items():
-                lines.extend(_tool_line(server, t) for t in tools or [])
+                lines.extend(tool_line(server, t) for t in tools or [])
         if listed:
             any_tools = True
             out.append(f"### {execution.get('agent')} (Stage {number}: {stage.get('stage_name')})\n")
             out.append("\n".join(lines or ["(The tool lists were empty.)"]) + "\n")
     if not any_tools:
         out.append("(No tool lists were recorded.)\n")
-
-
-def _tool_line(server: str, tool: dict) -> str:
-    schema = tool.get("inputSchema") or {}
-    required = set(schema.get("required") or [])
-    params = ", ".join(f"{name}{'*' if name in required else ''}" for name in schema.get("properties") or {})
-    return f"- {server}.{tool.get('name')}({params}) - {tool.get('description') or ''}".rstrip()
 
 
 def _model_label(execution) -> str:

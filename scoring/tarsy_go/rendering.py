@@ -19,7 +19,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scoring.judge.parts import ToolResult, render_header
+from scoring.judge.parts import ToolResult, render_header, tool_line
 
 # Every session field that this rendering puts in the judge prompt (with the alert data,
 # ``judge.rendering.render_alert_data``); the header reads agent_type when there is no chain.
@@ -486,15 +486,8 @@ def _tool_list_lines(item: dict, detail) -> list[str]:
     error = detail.get("error_message") or item.get("error_message")
     if error:
         return [f"- {server or 'built-in tools'}: listing the tools failed: {_text(error)}"]
-    lines = []
-    for tool in _list(detail.get("available_tools")):
-        tool = tool if isinstance(tool, dict) else {"name": tool}
-        name = _text(tool.get("name"))
-        if name:
-            description = _text(tool.get("description"))
-            line = f"- {server + '.' if server else ''}{name}"
-            lines.append(f"{line} — {description}" if description else line)
-    return lines
+    tools = (tool if isinstance(tool, dict) else {"name": tool} for tool in _list(detail.get("available_tools")))
+    return [tool_line(server, tool) for tool in tools if _text(tool.get("name"))]
 
 
 def _fallback_line(execution: dict) -> str:

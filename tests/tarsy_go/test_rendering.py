@@ -517,9 +517,9 @@ def test_an_agent_run_is_rendered_with_every_kind_of_event():
     expected_in_order = [
         "## AVAILABLE TOOLS PER AGENT",
         "### DataCollector (Stage 1: investigation)",
-        "- load_skill — Skills",
-        "- test-mcp.get_logs\n",
-        "- test-mcp.get_pods — test tool: get_pods",
+        "- load_skill() - Skills",
+        "- test-mcp.get_logs()\n",
+        "- test-mcp.get_pods() - test tool: get_pods",
         "## INVESTIGATION TIMELINE",
         "## Stage 1: investigation",
         "**Agent:** DataCollector (google-native, test-model)",
