@@ -499,3 +499,71 @@ def test_go_json_escapes_as_encoding_json_does():
     assert tarsy_go.go_time(tarsy_go.micros_of(datetime(2026, 8, 21, 9, 0, 1, 120000, tarsy_go.timezone.utc))) == (
         "2026-08-21T09:00:01.12Z"
     )
+
+
+def format_timeline_events(events: list[dict]) -> str:
+    """pkg/agent/context/investigation_formatter.go formatTimelineEvents: how Go writes an
+    agent's timeline into a later prompt (the chat's investigation history)."""
+    out, previous_was_response, last_response = "", False, ""
+    index = 0
+    while index < len(events):
+        event = events[index]
+        kind, content = event["event_type"], event.get("content", "")
+        metadata = event.get("metadata") or {}
+        if kind == "llm_thinking":
+            previous_was_response = False
+            out += f"**Internal Reasoning:**\n\n{content}\n\n"
+        elif kind == "llm_response":
+            previous_was_response, last_response = True, content
+            out += f"**Agent Response:**\n\n{content}\n\n"
+        elif kind == "llm_tool_call":
+            previous_was_response, last_response = False, ""
+            if metadata.get("server_name") and metadata.get("tool_name"):
+                call = f"{metadata['server_name']}.{metadata['tool_name']}({metadata['arguments']})"
+                header = f"**Tool Call:** {call}\n"
+            else:
+                header = f"**Tool Call:** {content}\n"
+            following = events[index + 1] if index + 1 < len(events) else None
+            if following and following["event_type"] == "mcp_tool_summary":
+                out += header
+                if following.get("content", "").strip():
+                    out += f"**Result (summarized):**\n\n{following['content']}\n\n"
+                index += 1
+            else:
+                out += header + (f"**Result:**\n\n{content}\n\n" if content else "")
+        elif kind == "mcp_tool_summary":
+            previous_was_response = False
+            out += f"**Tool Result Summary:**\n\n{content}\n\n"
+        elif kind == "final_analysis":
+            if not (previous_was_response and content == last_response):
+                out += f"**Final Analysis:**\n\n{content}\n\n"
+            previous_was_response = False
+        elif kind == "skill_loaded":
+            previous_was_response = False
+            name = metadata.get("skill_name", "")
+            out += f"**Pre-loaded Skill: {name}**\n\n" if name else "**Pre-loaded Skill:**\n\n"
+            out += content + "\n\n"
+        else:
+            previous_was_response = False
+            out += f"**{kind.replace('_', ' ')}:**\n\n{content}\n\n"
+        index += 1
+    return out
+
+
+@pytest.mark.parametrize("scenario", ["pipeline", "skills"])
+def test_each_agent_s_timeline_is_what_the_chat_prompt_quotes(scenario):
+    """The chat's prompt holds each earlier agent's timeline as Go formatted it: the rebuilt
+    (pipeline) and derived (skills) timelines must format to the same text."""
+    answers = golden_api_answers(scenario)
+    chat = next(s for s in answers.trace["stages"] if s["stage_type"] == "chat")["executions"][0]
+    prompt = answers.llm_interactions[chat["llm_interactions"][0]["id"]]["conversation"][1]["content"]
+    checked = 0
+    for stage, execution, _ in trace_executions(answers.trace):
+        if stage["stage_type"] not in ("investigation", "action"):
+            continue
+        events = [e for e in answers.timeline if e["execution_id"] == execution["execution_id"]]
+        body = format_timeline_events(sorted(events, key=lambda e: e["sequence_number"]))
+        assert body in prompt, execution["agent_name"]
+        checked += 1
+
+    assert checked >= 2
