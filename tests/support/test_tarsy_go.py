@@ -496,9 +496,8 @@ def test_go_json_escapes_as_encoding_json_does():
 
     assert go_json(value) == '{"text":"\\u003ca href=\'x\'\\u003e\\u0026\\u003c/a\\u003e\\u2028é"}'
     assert go_json({"a": [], "b": {}}, indent=2) == '{\n  "a": [],\n  "b": {}\n}'
-    assert tarsy_go.go_time(tarsy_go.micros_of(datetime(2026, 8, 21, 9, 0, 1, 120000, tarsy_go.timezone.utc))) == (
-        "2026-08-21T09:00:01.12Z"
-    )
+    moment = datetime(2026, 8, 21, 9, 0, 1, 120000, tarsy_go.timezone.utc)
+    assert tarsy_go.go_time(tarsy_go.micros_of(moment)) == "2026-08-21T09:00:01.12Z"  # RFC3339Nano
 
 
 def format_timeline_events(events: list[dict]) -> str:
