@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.support.throttle",
     "tests.support.tarsy",
     "tests.support.fake_tarsy_go",
+    "tests.support.fake_tarsy_go_events",
     "tests.support.status_table",
 ]
 
