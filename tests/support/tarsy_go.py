@@ -33,7 +33,12 @@ What the material does not hold (each case is built as described, never invented
 
 - ``skills`` has no ``timeline.golden``: its timeline is derived from its interactions the way
   ``pkg/agent/controller/iterating.go`` writes events (``derive_timeline``; the tests check the
-  derivation against the executions of the same kind in the scenarios that have a timeline).
+  derivation against the executions of the same kind in the scenarios that have a timeline, and
+  against the investigation history Go wrote into the skills chat's prompt).
+- The timeline's events are ent.TimelineEvent as the handler encodes them: ``edges`` is always
+  there (``{}``: none loaded), the interaction links are never set (Go passes nil when it
+  completes an event), and ``updated_at`` follows ``created_at`` for the events Go completes or
+  rewrites later.
 - ``action-chain`` has only ``session.golden``: its trace, interactions and timeline are built from
   the script of ``test/e2e/action_test.go`` (``ACTION_CHAIN_SCRIPT``: the LLM's thinking, text, tool
   calls and token usage, the MCP tools' results). The system and user prompts of its Investigator
