@@ -13,6 +13,8 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.throttle",
     "tests.support.tarsy",
+    "tests.support.fake_tarsy_go",
+    "tests.support.fake_tarsy_go_events",
     "tests.support.status_table",
 ]
 
