@@ -542,8 +542,9 @@ class TarsySync(models.Model):
     last_error = models.TextField(blank=True, default="")
     last_error_at_us = models.BigIntegerField(null=True, blank=True)
     # Go TARSy: the creation time from which the next run lists finished sessions
-    # (scoring.tarsy_go.api); null: from the beginning.
+    # (scoring.tarsy_go.api); null: from the beginning. And when a run last listed them all.
     watermark_us = models.BigIntegerField(null=True, blank=True)
+    last_full_pass_at_us = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "tarsy_sync"

@@ -64,6 +64,11 @@ class DeadlineReached(SyncError):
     """The run (or the session being fetched) reached its deadline."""
 
 
+class FetchFailed(SyncError):
+    """A session that could not be fetched this time (it took longer than its deadline): reported,
+    not remembered, so that the next run fetches it again."""
+
+
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """Redirects are answers, not followed: a proxy redirects to its login page (often
     on another host), and following would send the credentials there."""

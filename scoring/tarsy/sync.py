@@ -38,6 +38,7 @@ from scoring import batches, services
 from scoring.models import SessionScore, TarsySync, TarsySyncedSession
 from scoring.tarsy.client import (
     BadAnswer,
+    FetchFailed,
     SyncError,
     TarsyClient,
     TarsyNotFound,
@@ -267,6 +268,9 @@ class _Run:
                 continue
             except BadAnswer as exc:
                 self._remember(session_id, entry, None, str(exc))
+                continue
+            except FetchFailed as exc:
+                self.report.rejected.append((session_id, str(exc)))
                 continue
             self._store(session_id, entry, document)
 

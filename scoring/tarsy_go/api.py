@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from django.conf import settings
 
 from scoring.models import SessionSource, SessionStatus, TarsySync, TarsySyncedSession
-from scoring.tarsy.client import BadAnswer, DeadlineReached, SyncError, TarsyClient, TarsyNotFound
+from scoring import services
+from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, SyncError, TarsyClient, TarsyNotFound
 from scoring.tarsy_go.document import FORMAT
 
 LIST_PATH = "/api/v1/sessions"
@@ -54,15 +55,27 @@ FINGERPRINT_FIELDS = (
 class TarsyGoApi:
     client: TarsyClient
     source = SessionSource.TARSY_GO
-    # Set by first_page for the run: where its list of finished sessions starts, and the
-    # creation time of the oldest session running or queued when it started.
+    # Set by first_page for the run: where its list of finished sessions starts (None: all of
+    # them), the creation time of the oldest session running or queued when it started, and of
+    # the oldest session it could not fetch this time.
     _since_us: int | None = field(default=None, init=False)
+    _full_pass: bool = field(default=False, init=False)
     _oldest_active_us: int | None = field(default=None, init=False)
+    _retry_from_us: int | None = field(default=None, init=False)
+    _started_at_us: int = field(default=0, init=False)
 
     def first_page(self, since_us: int | None):
-        """The first page of the finished sessions since ``since_us`` or the watermark;
-        ``TarsyNotFound`` tells that Go TARSy does not answer at the client's URL."""
-        self._since_us = since_us if since_us is not None else self._watermark_us()
+        """The first page of the finished sessions since ``since_us`` or the watermark (all of
+        them on a full pass); ``TarsyNotFound`` tells that Go TARSy does not answer at the
+        client's URL."""
+        state = TarsySync.objects.filter(source=self.client.base_url).values("watermark_us", "last_full_pass_at_us")
+        state = state.first() or {"watermark_us": None, "last_full_pass_at_us": None}
+        full_pass_due = state["last_full_pass_at_us"] is None or (
+            services.now_us() - state["last_full_pass_at_us"] > settings.TARSY_SYNC_FULL_PASS_S * 1_000_000
+        )
+        self._full_pass = since_us is None and full_pass_due
+        self._since_us = since_us if since_us is not None or self._full_pass else state["watermark_us"]
+        self._started_at_us = services.now_us()
         # What runs now finishes later: the next run's watermark is at most its creation.
         self._oldest_active_us = self._oldest_active_us_now()
         return self._page(1, self._finished_filters())
@@ -116,9 +129,6 @@ class TarsyGoApi:
 
     # --- The watermark -------------------------------------------------------------------------
 
-    def _watermark_us(self) -> int | None:
-        return TarsySync.objects.filter(source=self.client.base_url).values_list("watermark_us", flat=True).first()
-
     def _oldest_active_us_now(self) -> int | None:
         try:
             body = self.client.get_json(ACTIVE_PATH)
@@ -129,13 +139,14 @@ class TarsyGoApi:
         return min((t for t in times if t is not None), default=None)
 
     def _move_watermark(self, newest_listed_us: int | None) -> None:
-        candidates = [t for t in (newest_listed_us, self._oldest_active_us) if t]
-        if not candidates:
-            return
-        watermark = min(candidates) - WATERMARK_MARGIN_S * 1_000_000
-        if self._since_us is not None:
-            watermark = max(watermark, self._since_us)
-        TarsySync.objects.filter(source=self.client.base_url).update(watermark_us=watermark)
+        """After a run through every list: the next lists from the oldest of the newest session
+        listed, the oldest running or queued at the start, and the oldest not fetched."""
+        candidates = [t for t in (newest_listed_us, self._oldest_active_us, self._retry_from_us) if t]
+        done = {"last_full_pass_at_us": self._started_at_us} if self._full_pass else {}
+        if candidates:
+            watermark = min(candidates) - WATERMARK_MARGIN_S * 1_000_000
+            done["watermark_us"] = watermark if self._since_us is None else max(watermark, self._since_us)
+        TarsySync.objects.filter(source=self.client.base_url).update(**done)
 
     # --- One session ------------------------------------------------------------------------------
 
@@ -196,7 +207,10 @@ class TarsyGoApi:
             except DeadlineReached as exc:
                 if self.client.seconds_left() is not None and self.client.seconds_left() <= 0:
                     raise  # the run's own deadline: the run stops
-                raise BadAnswer(
+                created_us = _time_us(entry.get("created_at"))
+                if created_us is not None:
+                    self._retry_from_us = min(created_us, self._retry_from_us or created_us)
+                raise FetchFailed(
                     f"session {session_id} was not fetched within TARSY_SYNC_SESSION_DEADLINE_S "
                     f"({settings.TARSY_SYNC_SESSION_DEADLINE_S:g} s): {exc}"
                 ) from None

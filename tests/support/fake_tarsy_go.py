@@ -6,6 +6,7 @@ the way Go TARSy's handlers (pkg/api) serve the rows they come from:
     GET /api/v1/sessions                      DashboardListResponse (handler_session.go and
                                               SessionService.ListSessionsForDashboard: its query
                                               parameters, validation, filters, sorting, pages)
+    GET /api/v1/sessions/active               ActiveSessionsResponse (GetActiveSessions)
     GET /api/v1/sessions/:id                  the document's "session"
     GET /api/v1/sessions/:id/timeline         "timeline" ([] for an unknown session, as Go)
     GET /api/v1/sessions/:id/trace            "trace" (empty lists for an unknown session)
@@ -300,6 +301,27 @@ def list_sessions(
     )
 
 
+def active_sessions(documents: list[dict]) -> dict:
+    """GET /api/v1/sessions/active: SessionService.GetActiveSessions (ActiveSessionsResponse), the
+    running and cancelling sessions by start, the pending ones by creation with their place."""
+
+    def common(session: dict) -> dict:
+        return {key: session.get(key) for key in ("id", "alert_type", "chain_id", "status", "author", "created_at")}
+
+    sessions = [document["session"] for document in documents]
+    running = [s for s in sessions if s["status"] in ("in_progress", "cancelling")]
+    running.sort(key=lambda s: s.get("started_at") or "")
+    pending = sorted((s for s in sessions if s["status"] == "pending"), key=lambda s: s["created_at"])
+    return {
+        "active": [
+            {**common(s), "started_at": s.get("started_at"), "current_stage_index": s.get("current_stage_index"),
+             "current_stage_id": s.get("current_stage_id")}
+            for s in running
+        ],
+        "queued": [{**common(s), "queue_position": place} for place, s in enumerate(pending, start=1)],
+    }  # fmt: skip
+
+
 class StandInGoTarsy:
     def __init__(
         self,
@@ -383,6 +405,8 @@ class StandInGoTarsy:
                 return 200, list_sessions(documents, query, self.cost_estimation_enabled)
             except BadRequest as error:
                 return 400, {"message": str(error)}
+        if path == SESSIONS_PATH + "/active":
+            return 200, active_sessions(documents)
         route = SESSION_ROUTE_RE.fullmatch(path)
         if route is None:
             return 404, {"message": "Not Found"}
