@@ -10,9 +10,9 @@ from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, InsightReport, ScoreReview, ScoringStatus, SessionSource
+from scoring.models import AlertSession, InsightReport, ScoreReview, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
-from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.servers import REPO_DIR
 
 LIST_URL = reverse("scoring:session-list")
@@ -591,10 +591,7 @@ def test_insights_show_the_latest_report_in_its_state(admin_client, fleet, field
 
 
 def go_session_scored(total: int, rating: str = "", tarsy_total: int | None = None) -> AlertSession:
-    session = make_session(
-        source=SessionSource.TARSY_GO, source_quality_rating=rating, source_score_total=tarsy_total,
-        source_score_model="gemini-2.5-flash" if tarsy_total is not None else "",
-    )  # fmt: skip
+    session = make_go_session(rating, tarsy_total)
     make_score(session, total_score=total, judge_model="openai/gpt-5")
     return session
 

@@ -8,8 +8,7 @@ from rest_framework.test import APIClient
 from scoring import services
 from scoring.api import agreement as serializers
 from scoring.insights.tarsy_agreement import MINIMUM_N
-from scoring.models import SessionSource
-from tests.support.factories import make_score, make_session, proxy_client
+from tests.support.factories import make_go_session, make_score, make_session, proxy_client
 
 pytestmark = pytest.mark.django_db
 AGREEMENT_PATH = "/api/v1/scoring/agreement/"
@@ -52,12 +51,7 @@ def test_the_filters_select_the_sessions():
 
 
 def go_session(total: int, rating: str, tarsy_total: int | None = None):
-    session = make_session(
-        source=SessionSource.TARSY_GO, source_quality_rating=rating, source_score_total=tarsy_total,
-        source_score_prompt_hash="c" * 64 if tarsy_total is not None else "",
-        source_score_model="gemini-2.5-flash" if tarsy_total is not None else "",
-    )  # fmt: skip
-    make_score(session, total_score=total, judge_model="gpt-4o")
+    make_score(make_go_session(rating, tarsy_total), total_score=total, judge_model="gpt-4o")
 
 
 def test_our_judge_against_tarsys_reviewers_and_tarsys_judge():
@@ -122,7 +116,8 @@ def test_the_schema_documents_the_tarsy_figures_and_the_example_has_them_all():
     [example] = [example["value"] for example in ok["examples"].values()]
     answer = components["Agreement"]["properties"]
     assert set(answer) == set(example) == {"groups", "largest_differences", "tarsy_reviewers", "tarsy_judge"}
-    for name, part in (("TarsyReviewersAgreement", "tarsy_reviewers"), ("TarsyJudgeAgreement", "tarsy_judge")):
+    parts = (("TarsyReviewersAgreement", "tarsy_reviewers"), ("TarsyJudgeAgreement", "tarsy_judge"))
+    for name, part in parts:
         assert set(components[name]["properties"]) == set(example[part]), name
         group = components[f"{name}Group"]["properties"]
         assert set(group) == set(example[part]["groups"][0]), name

@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from scoring.models import ScoreReview, SessionSource
+from scoring.models import ScoreReview
 from tests.support.browser import PHONE, RECORD_VIOLATIONS_SCRIPT, WIDE, record_console_error
-from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.fake_llm import Reply
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -163,18 +163,14 @@ def test_our_judge_against_go_tarsy_reads_at_both_widths(live_site, signed_in, s
     """TARSy's reviewers and TARSy's judge each in their own labelled table, with their n, the
     confusion table a click away, "too few" where a group is too small, and nothing overflowing."""
     plan = [
-        (22, "inaccurate", 35), (41, "inaccurate", 40), (47, "partially_accurate", 60), (58, "inaccurate", 55),
-        (66, "partially_accurate", 62), (78, "accurate", 70), (85, "accurate", 90), (92, "accurate", 88),
+        (22, "inaccurate", 35), (41, "inaccurate", 40), (47, "partially_accurate", 60),
+        (58, "inaccurate", 55), (66, "partially_accurate", 62), (78, "accurate", 70),
+        (85, "accurate", 90), (92, "accurate", 88),
     ]  # fmt: skip
     for total, rating, tarsy_total in plan:
-        session = make_session(
-            source=SessionSource.TARSY_GO, source_quality_rating=rating, source_score_total=tarsy_total,
-            source_score_prompt_hash="c" * 64, source_score_model="gemini-2.5-flash",
-        )  # fmt: skip
-        make_score(session, total_score=total, judge_model="openai/gpt-5")
+        make_score(make_go_session(rating, tarsy_total), total_score=total, judge_model="openai/gpt-5")
     for total, rating in [(30, "inaccurate"), (80, "accurate")]:  # another of our judges, too few for figures
-        session = make_session(source=SessionSource.TARSY_GO, source_quality_rating=rating)
-        make_score(session, total_score=total, judge_model="anthropic/claude-sonnet-4")
+        make_score(make_go_session(rating), total_score=total, judge_model="anthropic/claude-sonnet-4")
 
     for viewport in (WIDE, PHONE):
         page = watched(signed_in(viewport))

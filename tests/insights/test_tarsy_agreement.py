@@ -12,8 +12,7 @@ from scoring.insights.tarsy_agreement import (
     reviewers_agreement,
     tarsy_agreement,
 )
-from scoring.models import SessionSource
-from tests.support.factories import make_score, make_session
+from tests.support.factories import make_go_session, make_score, make_session
 
 pytestmark = pytest.mark.django_db
 A, P, I = "accurate", "partially_accurate", "inaccurate"  # noqa: E741
@@ -22,15 +21,10 @@ JUDGE_FIGURES = ["spearman_rho", "mean_abs_diff", "mean_difference"]
 
 
 def go_session(total: int | None, rating: str = "", tarsy_total: int | None = None, **fields):
-    """A Go TARSy session with TARSy's reviewers' ``rating`` and TARSy's judge's ``tarsy_total``
-    (by gemini-2.5-flash under prompt hash c…c unless the source_score_* fields say), and our
-    completed score ``total`` by ``judge_model`` (None: we never completed one)."""
+    """A Go TARSy session (``make_go_session``) and our completed score ``total`` by
+    ``judge_model`` (None: we never completed one)."""
     judge_model = fields.pop("judge_model", "gpt-4o")
-    if tarsy_total is not None:
-        fields = {"source_score_prompt_hash": "c" * 64, "source_score_model": "gemini-2.5-flash", **fields}
-    session = make_session(
-        source=SessionSource.TARSY_GO, source_quality_rating=rating, source_score_total=tarsy_total, **fields
-    )
+    session = make_go_session(rating, tarsy_total, **fields)
     if total is not None:
         make_score(session, total_score=total, judge_model=judge_model)
     return session
