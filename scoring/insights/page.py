@@ -55,7 +55,7 @@ def insights_figures(filters: InsightFilters) -> dict:
         "chains": fleet_stats(filters, "chain_id"),
         "backlog": missing_tools_backlog(filters, limit=BACKLOG_ROWS),
         "agreement": agreement(filters),
-        "tarsy": tarsy_agreement(filters),
+        **tarsy_agreement(filters),  # tarsy_reviewers, tarsy_judge
         "dimensions": dimension_labels(),
         "dimension_table": _dimension_table(alert_types),
         "unstable": list(unstable_scores(filters, limit=UNSTABLE_ROWS)),

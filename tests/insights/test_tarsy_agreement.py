@@ -15,7 +15,7 @@ from scoring.insights.tarsy_agreement import (
 from tests.support.factories import make_go_session, make_score, make_session
 
 pytestmark = pytest.mark.django_db
-A, P, I = "accurate", "partially_accurate", "inaccurate"  # noqa: E741
+ACC, PART, INACC = "accurate", "partially_accurate", "inaccurate"
 REVIEWER_FIGURES = ["spearman_rho", "auc", "mapping_agree_share"]
 JUDGE_FIGURES = ["spearman_rho", "mean_abs_diff", "mean_difference"]
 
@@ -55,7 +55,8 @@ def test_auc_is_undefined_without_both_classes(positives, negatives):
 
 
 def test_reviewer_figures_on_a_small_group_with_ties():
-    for total, rating in [(20, I), (40, I), (55, I), (55, A), (60, P), (80, A), (80, P)]:
+    ratings = [INACC, INACC, INACC, ACC, PART, ACC, PART]
+    for total, rating in zip([20, 40, 55, 55, 60, 80, 80], ratings, strict=True):
         go_session(total, rating)
     result = reviewers_agreement(InsightFilters())
     group = only_group(result)
@@ -65,31 +66,31 @@ def test_reviewer_figures_on_a_small_group_with_ties():
     # Accurate 55 and 80 against inaccurate 20, 40, 55: 55 wins two and ties one, 80 wins three.
     assert (group["auc_n"], group["auc"]) == (5, round(5.5 / 6, 3))
     assert group["confusion"] == [
-        {"band": "poor", I: 2, P: 0, A: 0},
-        {"band": "weak", I: 1, P: 1, A: 1},
-        {"band": "good", I: 0, P: 1, A: 1},
+        {"band": "poor", INACC: 2, PART: 0, ACC: 0},
+        {"band": "weak", INACC: 1, PART: 1, ACC: 1},
+        {"band": "good", INACC: 0, PART: 1, ACC: 1},
     ]
     # Under the mapping: poor-inaccurate 2, weak-partially accurate 1, good-accurate 1.
     assert group["mapping_agree_share"] == round(4 / 7, 3)
-    assert (group["n"], group["ratings"], group["too_few"]) == (7, {A: 2, P: 2, I: 3}, [])
+    assert (group["n"], group["ratings"], group["too_few"]) == (7, {ACC: 2, PART: 2, INACC: 3}, [])
     assert (group["judge_model"], result["unknown_ratings"], result["minimum_n"]) == ("gpt-4o", {}, MINIMUM_N)
     assert result["mapping"] == [
-        {"band": "poor", "rating": I}, {"band": "weak", "rating": P}, {"band": "good", "rating": A},
+        {"band": "poor", "rating": INACC}, {"band": "weak", "rating": PART}, {"band": "good", "rating": ACC},
     ]  # fmt: skip
 
 
 def test_below_the_minimum_the_figures_are_withheld_and_named_the_counts_kept():
-    for total, rating in [(20, I), (55, P), (80, A), (90, A)][: MINIMUM_N - 1]:
+    for total, rating in [(20, INACC), (55, PART), (80, ACC), (90, ACC)][: MINIMUM_N - 1]:
         go_session(total, rating)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert [group[name] for name in REVIEWER_FIGURES] == [None, None, None]
     assert group["too_few"] == REVIEWER_FIGURES
-    assert (group["n"], group["ratings"]) == (4, {A: 2, P: 1, I: 1})
-    assert [row[A] for row in group["confusion"]] == [0, 0, 2]
+    assert (group["n"], group["ratings"]) == (4, {ACC: 2, PART: 1, INACC: 1})
+    assert [row[ACC] for row in group["confusion"]] == [0, 0, 2]
 
 
 def test_the_auc_needs_the_minimum_of_accurate_and_inaccurate_sessions_itself():
-    for total, rating in [(20, I), (50, P), (55, P), (60, P), (65, P), (90, A)]:
+    for total, rating in [(20, INACC), (50, PART), (55, PART), (60, PART), (65, PART), (90, ACC)]:
         go_session(total, rating)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert (group["n"], group["auc_n"], group["auc"], group["too_few"]) == (6, 2, None, ["auc"])
@@ -99,14 +100,14 @@ def test_the_auc_needs_the_minimum_of_accurate_and_inaccurate_sessions_itself():
 
 def test_a_single_rating_leaves_rho_and_auc_undefined_not_too_few():
     for total in (30, 60, 70, 80, 95):
-        go_session(total, A)
+        go_session(total, ACC)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert (group["spearman_rho"], group["auc_n"], group["auc"], group["too_few"]) == (None, 5, None, [])
     assert group["mapping_agree_share"] == 0.4  # 80 and 95 are good
 
 
 def test_an_unknown_rating_is_left_out_and_counted():
-    for total, rating in [(20, I), (40, I), (45, I), (60, P), (80, A), (90, A)]:
+    for total, rating in [(20, INACC), (40, INACC), (45, INACC), (60, PART), (80, ACC), (90, ACC)]:
         go_session(total, rating)
     go_session(70, "excellent")
     go_session(75, "excellent")
@@ -117,21 +118,21 @@ def test_an_unknown_rating_is_left_out_and_counted():
 
 
 def test_only_sessions_with_our_completed_score_and_a_rating_count_by_our_newest_score():
-    replaced = go_session(10, A)
+    replaced = go_session(10, ACC)
     make_score(replaced, total_score=85)  # the re-score counts, not the 10
-    go_session(None, I)  # never scored by us
-    make_score(go_session(None, I), status="failed")
+    go_session(None, INACC)  # never scored by us
+    make_score(go_session(None, INACC), status="failed")
     go_session(60)  # not rated
     make_session(alert_type="kubernetes")  # a tarsy-bot session
     group = only_group(reviewers_agreement(InsightFilters()))
-    assert (group["n"], group["confusion"][2][A]) == (1, 1)
+    assert (group["n"], group["confusion"][2][ACC]) == (1, 1)
 
 
 def test_groups_are_our_criteria_hash_and_judge_model_and_the_filters_apply():
     for total in (20, 40, 60, 80, 90):
-        go_session(total, A, alert_type="disk")
-    go_session(70, A, judge_model="claude", alert_type="disk")
-    go_session(50, I, alert_type="database")
+        go_session(total, ACC, alert_type="disk")
+    go_session(70, ACC, judge_model="claude", alert_type="disk")
+    go_session(50, INACC, alert_type="database")
     groups = reviewers_agreement(InsightFilters(alert_type="disk"))["groups"]
     assert [(group["judge_model"], group["n"]) for group in groups] == [("gpt-4o", 5), ("claude", 1)]
     assert reviewers_agreement(InsightFilters(prompt_hash="f" * 64))["groups"] == []
@@ -175,7 +176,7 @@ def test_judge_groups_are_split_by_tarsys_model_and_prompt_and_withheld_below_th
 
 
 def test_each_part_is_one_query(django_assert_num_queries):
-    for total, rating in [(20, I), (40, I), (60, P), (80, A), (90, A)]:
+    for total, rating in [(20, INACC), (40, INACC), (60, PART), (80, ACC), (90, ACC)]:
         go_session(total, rating, tarsy_total=total)
     with django_assert_num_queries(2):
         result = tarsy_agreement(InsightFilters(alert_type="kubernetes"))
@@ -211,7 +212,7 @@ def test_the_figures_follow_a_new_review_or_score_stored_by_a_sync():
     assert tarsy_agreement(InsightFilters())["tarsy_reviewers"]["groups"] == []
 
     for index, session_id in enumerate(ids):
-        rating = I if index < 2 else A
+        rating = INACC if index < 2 else ACC
         _, outcome = services.ingest_session(
             go_document(session_id, rating=rating, score=25 + 15 * index), written_by="tarsy-sync"
         )
