@@ -12,7 +12,7 @@ from scoring import selectors, services, views
 from scoring.judge import rendering
 from scoring.models import AlertSession, InsightReport, ScoreReview, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
-from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.servers import REPO_DIR
 
 LIST_URL = reverse("scoring:session-list")
@@ -588,6 +588,55 @@ def test_insights_show_the_latest_report_in_its_state(admin_client, fleet, field
     assert shown in page
     assert "requested by alice on 2026-01-01 00:00:00 UTC over 2 scores (alert_type kubernetes)" in page
     assert "<script>alert(1)</script>" not in page  # the model's text is rendered safely (scoring.markdown)
+
+
+def go_session_scored(total: int, rating: str = "", tarsy_total: int | None = None) -> AlertSession:
+    session = make_go_session(rating, tarsy_total)
+    make_score(session, total_score=total, judge_model="openai/gpt-5")
+    return session
+
+
+def section(page: str, section_id: str) -> str:
+    return re.search(rf'<section [^>]*id="{section_id}".*?</section>', page, re.S).group(0)
+
+
+@pytest.mark.django_db
+def test_insights_show_our_judge_against_tarsys_reviewers_and_judge_with_their_n(admin_client):
+    ratings = ["inaccurate"] * 3 + ["partially_accurate"] + ["accurate"] * 2
+    for total, rating in zip([20, 40, 45, 60, 80, 90], ratings, strict=True):
+        go_session_scored(total, rating, tarsy_total=total + 10)
+    go_session_scored(70, "excellent")
+    go_session_scored(85, tarsy_total=95)  # scored by TARSy's judge, not rated
+    page = section(admin_client.get(INSIGHTS_URL).content.decode(), "tarsy-agreement")
+
+    assert "Against TARSy's reviewers" in page and "Against TARSy's judge" in page
+    assert "another judge, not ours" in page
+    counts = '<span class="muted">(2 accurate, 1 partially, 3 inaccurate)</span>'
+    assert f'<td data-label="Rated sessions">6 {counts}</td>' in page
+    assert '<td data-label="AUC">1.00 <span class="muted">(n = 5)</span></td>' in page
+    assert '<td data-label="Band agrees">100%</td>' in page
+    assert "poor ↔ inaccurate, weak ↔ partially_accurate, good ↔ accurate" in page
+    assert "Left out, for a rating this service does not know: excellent (1)." in page
+    # TARSy's judge scored all seven sessions, each 10 points above ours.
+    assert '<td data-label="Sessions">7</td>' in page
+    assert '<td data-label="Ours − TARSy\'s">-10.0</td>' in page
+
+
+@pytest.mark.django_db
+def test_insights_say_too_few_below_the_minimum_instead_of_a_number(admin_client):
+    for total, rating in [(20, "inaccurate"), (80, "accurate")]:
+        go_session_scored(total, rating, tarsy_total=50)
+    page = section(admin_client.get(INSIGHTS_URL).content.decode(), "tarsy-agreement")
+    assert page.count("too few reviews") == 3 and page.count("too few sessions") == 3
+    assert '<td data-label="Rated sessions">2 ' in page and '<td data-label="Sessions">2</td>' in page
+
+
+@pytest.mark.django_db
+def test_insights_without_go_sessions_say_tarsy_has_nothing_to_compare(admin_client, fleet):
+    page = section(admin_client.get(INSIGHTS_URL).content.decode(), "tarsy-agreement")
+    assert "No scored session here has a rating from TARSy's reviewers" in page
+    assert "No scored session here has a score from TARSy's judge." in page
+    assert "<table" not in page
 
 
 def test_the_vendored_chart_library_is_the_one_the_docs_name_with_its_licence():

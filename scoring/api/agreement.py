@@ -1,5 +1,6 @@
 """``/api/v1/scoring/agreement/``: how far the judge agrees with its human reviewers
-(``scoring.insights.agreement``; docs/insights.md explains each figure)."""
+(``scoring.insights.agreement``), and with Go TARSy's reviewers and Go TARSy's own judge
+(``scoring.insights.tarsy_agreement``); docs/insights.md explains each figure."""
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -10,7 +11,19 @@ from scoring.api.errors import DetailErrorSerializer
 from scoring.api.insights import FILTER_PARAMETERS
 from scoring.insights.agreement import agreement
 from scoring.insights.filters import InvalidFilter, parse_filters
-from scoring.models import ReviewVerdict
+from scoring.insights.tarsy_agreement import MINIMUM_N, tarsy_agreement
+from scoring.models import QualityRating, ReviewVerdict
+from scoring.selectors import SCORE_BANDS
+
+_BANDS = [band.key for band in SCORE_BANDS]
+_TOO_FEW = (
+    "The names of the group's figures withheld (null) for resting on fewer sessions than minimum_n: "
+    "the insights page says \"too few\" in their place."
+)
+
+
+def _too_few(*figures: str) -> serializers.ListField:
+    return serializers.ListField(child=serializers.ChoiceField(choices=figures), help_text=_TOO_FEW)
 
 
 class AgreementGroupSerializer(serializers.Serializer):
@@ -45,10 +58,109 @@ class LargestDifferenceSerializer(serializers.Serializer):
     note = serializers.CharField()
 
 
+class TarsyRatingCountsSerializer(serializers.Serializer):
+    accurate = serializers.IntegerField()
+    partially_accurate = serializers.IntegerField()
+    inaccurate = serializers.IntegerField()
+
+
+class TarsyConfusionRowSerializer(serializers.Serializer):
+    band = serializers.ChoiceField(choices=_BANDS, help_text="Our score's band.")
+    inaccurate = serializers.IntegerField(help_text="Sessions of the band rated inaccurate.")
+    partially_accurate = serializers.IntegerField(help_text="Sessions of the band rated partially accurate.")
+    accurate = serializers.IntegerField(help_text="Sessions of the band rated accurate.")
+
+
+class BandRatingMappingSerializer(serializers.Serializer):
+    band = serializers.ChoiceField(choices=_BANDS)
+    rating = serializers.ChoiceField(choices=QualityRating.choices)
+
+
+class TarsyReviewersAgreementGroupSerializer(serializers.Serializer):
+    prompt_hash = serializers.CharField(help_text="Our criteria hash (of our newest completed score).")
+    judge_model = serializers.CharField(help_text="Our judge model.")
+    n = serializers.IntegerField(help_text="Sessions with our score and a TARSy reviewers' rating.")
+    ratings = TarsyRatingCountsSerializer(help_text="Those sessions per rating.")
+    spearman_rho = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Spearman's ρ between our total and the rating as an order (inaccurate 0 < partially_accurate 1 "
+            "< accurate 2); null below minimum_n (too_few) or when a side does not vary."
+        ),
+    )
+    auc_n = serializers.IntegerField(help_text="Sessions rated accurate or inaccurate: what auc reads.")
+    auc = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Share of (accurate, inaccurate) pairs of sessions where the accurate one has our higher "
+            "total, a tie counting half (0.5: no better than chance); null when auc_n is below "
+            "minimum_n (too_few) or one of the two ratings is missing."
+        ),
+    )
+    confusion = TarsyConfusionRowSerializer(
+        many=True, help_text="Sessions per our band (poor, weak, good), by their rating."
+    )
+    mapping_agree_share = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Share of the sessions whose band stands for their rating (mapping), 0-1; null below minimum_n."
+        ),
+    )
+    too_few = _too_few("spearman_rho", "auc", "mapping_agree_share")
+
+
+class TarsyReviewersAgreementSerializer(serializers.Serializer):
+    minimum_n = serializers.IntegerField(help_text="Sessions a figure needs; below it, the figure is null.")
+    mapping = BandRatingMappingSerializer(
+        many=True,
+        help_text="The rating each of our bands stands for: poor inaccurate, weak partially, good accurate.",
+    )
+    unknown_ratings = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text=(
+            "Sessions left out for a rating this service does not know (a new one of Go TARSy's), by rating."
+        ),
+    )
+    groups = TarsyReviewersAgreementGroupSerializer(many=True)
+
+
+class TarsyJudgeAgreementGroupSerializer(serializers.Serializer):
+    prompt_hash = serializers.CharField(help_text="Our criteria hash (of our newest completed score).")
+    judge_model = serializers.CharField(help_text="Our judge model.")
+    tarsy_prompt_hash = serializers.CharField(help_text="TARSy's judge's prompt hash.")
+    tarsy_judge_model = serializers.CharField(help_text="TARSy's judge model (empty: TARSy does not say).")
+    n = serializers.IntegerField(help_text="Sessions scored by both judges.")
+    spearman_rho = serializers.FloatField(
+        allow_null=True,
+        help_text=(
+            "Spearman's ρ of the two totals; null below minimum_n (too_few) or when a side does not vary."
+        ),
+    )
+    mean_abs_diff = serializers.FloatField(
+        allow_null=True, help_text="Mean of |our total − TARSy's|, in points; null below minimum_n."
+    )
+    mean_difference = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean of our total − TARSy's: above 0, our judge is kinder; null below minimum_n.",
+    )
+    too_few = _too_few("spearman_rho", "mean_abs_diff", "mean_difference")
+
+
+class TarsyJudgeAgreementSerializer(serializers.Serializer):
+    minimum_n = serializers.IntegerField(help_text="Sessions a figure needs; below it, the figure is null.")
+    groups = TarsyJudgeAgreementGroupSerializer(many=True)
+
+
 class AgreementSerializer(serializers.Serializer):
     groups = AgreementGroupSerializer(many=True)
     largest_differences = LargestDifferenceSerializer(
         many=True, help_text="The pairs where judge and reviewer differ most, largest first (at most 10)."
+    )
+    tarsy_reviewers = TarsyReviewersAgreementSerializer(
+        help_text="Our judge against Go TARSy's reviewers' verdict (quality_rating) on the same sessions."
+    )
+    tarsy_judge = TarsyJudgeAgreementSerializer(
+        help_text="Our judge against Go TARSy's own judge (another judge: never counted as ours)."
     )
 
 
@@ -80,11 +192,55 @@ _EXAMPLE = {
             "note": "Concluded without reading the pod logs.",
         }
     ],
+    "tarsy_reviewers": {
+        "minimum_n": MINIMUM_N,
+        "mapping": [
+            {"band": "poor", "rating": "inaccurate"},
+            {"band": "weak", "rating": "partially_accurate"},
+            {"band": "good", "rating": "accurate"},
+        ],
+        "unknown_ratings": {},
+        "groups": [
+            {
+                "prompt_hash": "9b1f0c2d" + "0" * 56,
+                "judge_model": "gemini/gemini-2.5-pro",
+                "n": 12,
+                "ratings": {"accurate": 6, "partially_accurate": 3, "inaccurate": 3},
+                "spearman_rho": 0.774,
+                "auc_n": 9,
+                "auc": 0.944,
+                "confusion": [
+                    {"band": "poor", "inaccurate": 2, "partially_accurate": 1, "accurate": 0},
+                    {"band": "weak", "inaccurate": 1, "partially_accurate": 1, "accurate": 1},
+                    {"band": "good", "inaccurate": 0, "partially_accurate": 1, "accurate": 5},
+                ],
+                "mapping_agree_share": 0.667,
+                "too_few": [],
+            }
+        ],
+    },
+    "tarsy_judge": {
+        "minimum_n": MINIMUM_N,
+        "groups": [
+            {
+                "prompt_hash": "9b1f0c2d" + "0" * 56,
+                "judge_model": "gemini/gemini-2.5-pro",
+                "tarsy_prompt_hash": "4e07a1b3" + "0" * 56,
+                "tarsy_judge_model": "gemini-2.5-flash",
+                "n": 3,
+                "spearman_rho": None,
+                "mean_abs_diff": None,
+                "mean_difference": None,
+                "too_few": ["spearman_rho", "mean_abs_diff", "mean_difference"],
+            }
+        ],
+    },
 }
 
 
 class AgreementView(APIView):
-    """Judge-human agreement per criteria hash and judge model."""
+    """Judge-human agreement per criteria hash and judge model; our judge against Go TARSy's
+    reviewers and Go TARSy's judge."""
 
     @extend_schema(
         summary="Judge-human agreement",
@@ -92,7 +248,13 @@ class AgreementView(APIView):
             "Over every reviewed completed score of the selected sessions (each reviewer's newest review "
             "of a score is one pair), per criteria hash and judge model: pairs, mean absolute "
             "difference, Spearman's ρ, linearly weighted Cohen's κ over the score bands, share of "
-            "agree verdicts; and the pairs that differ most. docs/insights.md explains the figures."
+            "agree verdicts; and the pairs that differ most. Then, over the selected sessions' newest "
+            "completed scores: `tarsy_reviewers`, our judge against Go TARSy's reviewers' rating of the "
+            "same session (Spearman's ρ, AUC of accurate against inaccurate, a confusion table of our "
+            "bands by rating and the share agreeing under the documented mapping), and `tarsy_judge`, "
+            "our judge against Go TARSy's own judge (ρ, mean absolute difference, mean difference): "
+            "another judge, never counted as ours. Their figures are null below `minimum_n` sessions, "
+            "named in `too_few`. docs/insights.md explains the figures."
         ),
         parameters=FILTER_PARAMETERS,
         responses={
@@ -112,4 +274,4 @@ class AgreementView(APIView):
             filters = parse_filters(request.query_params)
         except InvalidFilter as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(agreement(filters))
+        return Response({**agreement(filters), **tarsy_agreement(filters)})

@@ -8,6 +8,7 @@ from scoring.insights.filters import InsightFilters
 from scoring.insights.reports import latest_report
 from scoring.insights.stability import unstable_scores
 from scoring.insights.stats import fleet_stats
+from scoring.insights.tarsy_agreement import tarsy_agreement
 from scoring.judge.replies import DIMENSION_LABELS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 
@@ -54,6 +55,7 @@ def insights_figures(filters: InsightFilters) -> dict:
         "chains": fleet_stats(filters, "chain_id"),
         "backlog": missing_tools_backlog(filters, limit=BACKLOG_ROWS),
         "agreement": agreement(filters),
+        **tarsy_agreement(filters),  # tarsy_reviewers, tarsy_judge
         "dimensions": dimension_labels(),
         "dimension_table": _dimension_table(alert_types),
         "unstable": list(unstable_scores(filters, limit=UNSTABLE_ROWS)),

@@ -1,11 +1,14 @@
-"""GET /api/v1/scoring/agreement/: judge-human agreement over the insight filters."""
+"""GET /api/v1/scoring/agreement/: judge-human agreement, and our judge against Go TARSy's reviewers and
+judge, over the insight filters."""
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from scoring import services
-from tests.support.factories import make_score, make_session, proxy_client
+from scoring.api import agreement as serializers
+from scoring.insights.tarsy_agreement import MINIMUM_N
+from tests.support.factories import make_go_session, make_score, make_session, proxy_client
 
 pytestmark = pytest.mark.django_db
 AGREEMENT_PATH = "/api/v1/scoring/agreement/"
@@ -42,9 +45,47 @@ def test_the_filters_select_the_sessions():
     reviewed(30, 75, "disagree", alert_type="kubernetes")
     response = proxy_client("alice").get(AGREEMENT_PATH, {"alert_type": "disk", "since": "2025-12-01"})
     assert [pair["difference"] for pair in response.json()["largest_differences"]] == [-2]
-    assert proxy_client("alice").get(AGREEMENT_PATH, {"since": "2027-01-01"}).json() == {
-        "groups": [], "largest_differences": [],
-    }  # fmt: skip
+    answer = proxy_client("alice").get(AGREEMENT_PATH, {"since": "2027-01-01"}).json()
+    assert (answer["groups"], answer["largest_differences"]) == ([], [])
+    assert (answer["tarsy_reviewers"]["groups"], answer["tarsy_judge"]["groups"]) == ([], [])
+
+
+def go_session(total: int, rating: str, tarsy_total: int | None = None):
+    make_score(make_go_session(rating, tarsy_total), total_score=total, judge_model="gpt-4o")
+
+
+def test_our_judge_against_tarsys_reviewers_and_tarsys_judge():
+    for total, rating, tarsy_total in [
+        (20, "inaccurate", 30), (40, "inaccurate", 40), (76, "partially_accurate", 50),
+        (80, "accurate", 90), (90, "accurate", 85), (70, "excellent", None),
+    ]:  # fmt: skip
+        go_session(total, rating, tarsy_total)
+    answer = proxy_client("alice").get(AGREEMENT_PATH).json()
+
+    reviewers = answer["tarsy_reviewers"]
+    assert (reviewers["minimum_n"], reviewers["unknown_ratings"]) == (MINIMUM_N, {"excellent": 1})
+    assert reviewers["mapping"][0] == {"band": "poor", "rating": "inaccurate"}
+    [group] = reviewers["groups"]
+    # Ranks 1-5 against the ratings' [1.5, 1.5, 3, 4.5, 4.5]: Σxy 9, Σx² 10, Σy² 9.
+    assert (group["judge_model"], group["n"], group["spearman_rho"]) == ("gpt-4o", 5, 0.949)
+    # Two inaccurate and two accurate: too few for the AUC; 76 partially accurate is good, not weak.
+    figures = (group["auc_n"], group["auc"], group["mapping_agree_share"], group["too_few"])
+    assert figures == (4, None, 0.8, ["auc"])
+    assert group["confusion"][0] == {"band": "poor", "inaccurate": 2, "partially_accurate": 0, "accurate": 0}
+    assert group["ratings"] == {"accurate": 2, "partially_accurate": 1, "inaccurate": 2}
+
+    [judge] = answer["tarsy_judge"]["groups"]
+    assert (judge["tarsy_judge_model"], judge["tarsy_prompt_hash"], judge["n"]) == (
+        "gemini-2.5-flash", "c" * 64, 5,
+    )  # fmt: skip
+    # Ours − TARSy's: −10, 0, 26, −10, 5; TARSy's ranks 1, 2, 3, 5, 4 (ρ = 1 − 6·2 / (5·24)).
+    assert (judge["mean_abs_diff"], judge["mean_difference"], judge["spearman_rho"]) == (10.2, 2.2, 0.9)
+    assert judge["too_few"] == []
+    # The answer is what the schema says it is.
+    assert set(answer) == set(serializers.AgreementSerializer().fields)
+    assert set(reviewers) == set(serializers.TarsyReviewersAgreementSerializer().fields)
+    assert set(group) == set(serializers.TarsyReviewersAgreementGroupSerializer().fields)
+    assert set(judge) == set(serializers.TarsyJudgeAgreementGroupSerializer().fields)
 
 
 def test_a_bad_filter_is_400_naming_it():
@@ -66,3 +107,23 @@ def test_the_schema_documents_the_answer_filters_and_errors_with_examples():
     }  # fmt: skip
     for code in ("200", "400"):
         assert get["responses"][code]["content"]["application/json"]["examples"], code
+
+
+def test_the_schema_documents_the_tarsy_figures_and_the_example_has_them_all():
+    schema = APIClient().get("/api/schema/", HTTP_ACCEPT="application/json").json()
+    components = schema["components"]["schemas"]
+    ok = schema["paths"][AGREEMENT_PATH]["get"]["responses"]["200"]["content"]["application/json"]
+    [example] = [example["value"] for example in ok["examples"].values()]
+    answer = components["Agreement"]["properties"]
+    assert set(answer) == set(example) == {"groups", "largest_differences", "tarsy_reviewers", "tarsy_judge"}
+    parts = (("TarsyReviewersAgreement", "tarsy_reviewers"), ("TarsyJudgeAgreement", "tarsy_judge"))
+    for name, part in parts:
+        assert set(components[name]["properties"]) == set(example[part]), name
+        group = components[f"{name}Group"]["properties"]
+        assert set(group) == set(example[part]["groups"][0]), name
+        assert all(field.get("description") for field in group.values() if "$ref" not in field), name
+        assert "minimum_n" in group["too_few"]["description"]
+    judge_figures = components["TarsyJudgeAgreementGroup"]["properties"]["too_few"]["items"]
+    assert set(components[judge_figures["$ref"].rsplit("/", 1)[1]]["enum"]) == {
+        "spearman_rho", "mean_abs_diff", "mean_difference",
+    }  # fmt: skip

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from scoring.models import ScoreReview
 from tests.support.browser import PHONE, RECORD_VIOLATIONS_SCRIPT, WIDE, record_console_error
-from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.fake_llm import Reply
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -157,3 +157,42 @@ def test_before_any_score_the_page_says_what_to_do(live_site, signed_in, screens
     page.goto(live_site.url("/insights/"))
     page.screenshot(path=screenshots / "insights-empty-1280.png")
     assert problems(page) == []
+
+
+def test_our_judge_against_go_tarsy_reads_at_both_widths(live_site, signed_in, screenshots):
+    """TARSy's reviewers and TARSy's judge each in their own labelled table, with their n, the
+    confusion table a click away, "too few" where a group is too small, and nothing overflowing."""
+    plan = [
+        (22, "inaccurate", 35), (41, "inaccurate", 40), (47, "partially_accurate", 60),
+        (58, "inaccurate", 55), (66, "partially_accurate", 62), (78, "accurate", 70),
+        (85, "accurate", 90), (92, "accurate", 88),
+    ]  # fmt: skip
+    for total, rating, tarsy_total in plan:
+        make_score(make_go_session(rating, tarsy_total), total_score=total, judge_model="openai/gpt-5")
+    for total, rating in [(30, "inaccurate"), (80, "accurate")]:  # another of our judges, too few for figures
+        make_score(make_go_session(rating), total_score=total, judge_model="anthropic/claude-sonnet-4")
+
+    for viewport in (WIDE, PHONE):
+        page = watched(signed_in(viewport))
+        page.goto(live_site.url("/insights/"))
+        tarsy = page.locator("#tarsy-agreement")
+        reviewers = tarsy.locator("[data-tarsy-reviewers] tbody tr")
+        expect(reviewers).to_have_count(2)
+        expect(reviewers.first).to_contain_text("openai/gpt-5")
+        expect(reviewers.first).to_contain_text("8 (3 accurate, 2 partially, 3 inaccurate)")
+        # Every accurate session above every inaccurate one.
+        expect(reviewers.first).to_contain_text("1.00 (n = 6)")
+        expect(reviewers.nth(1).locator("[data-too-few]")).to_have_count(3)
+        expect(reviewers.nth(1).locator("[data-too-few]").first).to_have_text("too few reviews")
+        judge = tarsy.locator("[data-tarsy-judge] tbody tr")
+        expect(judge).to_have_count(1)
+        expect(judge).to_contain_text("gemini-2.5-flash")
+        heading = tarsy.get_by_role("heading", name="Against TARSy's judge (another judge, not ours)")
+        expect(heading).to_be_visible()
+        confusion = tarsy.locator("[data-tarsy-confusion]").first
+        confusion.locator("summary").click()
+        expect(confusion.locator("tbody tr")).to_have_count(3)
+        assert fits(page)
+        if viewport is WIDE:
+            tarsy.screenshot(path=screenshots / "insights-tarsy-1280.png")
+        assert problems(page) == []

@@ -6,7 +6,7 @@ from django.contrib.auth.models import User
 from scoring import services
 from scoring.insights.agreement import agreement, average_ranks, spearman_rho, weighted_kappa
 from scoring.insights.filters import InsightFilters
-from tests.support.factories import make_score, make_session
+from tests.support.factories import make_go_session, make_score, make_session
 
 BANDS = ["poor", "weak", "good"]
 
@@ -86,6 +86,12 @@ def reviewed(total, *reviews, session=None, judge_model="gpt-4o", **score_fields
 
 def test_no_reviews_give_no_groups(db):
     make_score(make_session())
+    assert agreement(InsightFilters()) == {"groups": [], "largest_differences": []}
+
+
+def test_tarsys_reviewers_and_judge_are_not_our_reviewers(db):
+    # Their verdict is compared with our judge apart (tarsy_agreement), never as a review here.
+    make_score(make_go_session("inaccurate", tarsy_total=20, source_reviewer="rita"), total_score=90)
     assert agreement(InsightFilters()) == {"groups": [], "largest_differences": []}
 
 

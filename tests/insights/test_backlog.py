@@ -7,7 +7,7 @@ from scoring.insights.backlog import EXAMPLES_PER_TOOL, missing_tools_backlog
 from scoring.insights.filters import InsightFilters
 from scoring.models import ScoringStatus
 from tests.support.api import session_document
-from tests.support.factories import T0_US, add_missing_tools, make_score, make_session
+from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 
 pytestmark = pytest.mark.django_db
 
@@ -110,6 +110,17 @@ def test_filters_select_the_sessions_and_the_share_base():
     [row] = missing_tools_backlog(InsightFilters(alert_type="k8s"))
 
     assert (row["key"], row["share"], row["alert_types"]) == ("grafana", 0.5, ["k8s"])
+
+
+def test_tarsys_judge_is_never_counted_as_ours():
+    """A session only Go TARSy's judge scored (with its failure tags) is no scored session here:
+    neither a tool nor a share's base; a tool's mean score is our total, not TARSy's."""
+    make_go_session(tarsy_total=10, source_score_failure_tags=["missed_pod_logs"])
+    add_tools(make_score(make_go_session(tarsy_total=95), total_score=40), "kubectl-logs")
+
+    [row] = missing_tools_backlog(InsightFilters())
+
+    assert (row["key"], row["sessions"], row["share"], row["mean_score"]) == ("kubectl-logs", 1, 1.0, 40)
 
 
 def test_nothing_missing_no_rows():

@@ -10,7 +10,7 @@ from django.db.models import Count
 from scoring.insights.filters import InsightFilters, scored_sessions
 from scoring.insights.stats import DIMENSIONS, GROUPINGS, InvalidGrouping, fleet_stats, percentile
 from scoring.models import ScoringStatus
-from tests.support.factories import T0_US, make_score, make_session
+from tests.support.factories import T0_US, make_go_session, make_score, make_session
 
 DAY_US = 86_400_000_000
 HOUR_US = 3_600_000_000
@@ -180,6 +180,19 @@ def test_filters_apply():
 
     assert list(rows_by_key("alert_type", InsightFilters(since_us=T0_US + 1))) == ["k8s"]
     assert list(rows_by_key("week", InsightFilters(alert_type="db"))) == ["2025-12-29"]
+
+
+def test_tarsys_judge_is_never_counted_as_ours():
+    """Go TARSy's own judge scored both sessions (95, under its own model and prompt hash); only
+    our score of one of them counts, in every grouping and under TARSy's prompt hash."""
+    make_go_session("accurate", tarsy_total=95)
+    make_score(make_go_session("accurate", tarsy_total=95), total_score=40, judge_model="gpt-4o")
+    for group_by in GROUPINGS:
+        rows = fleet_stats(InsightFilters(), group_by)
+        figures = [(row["sessions"], row["mean_score"], row["bands"]["good"]) for row in rows]
+        assert figures == [(1, 40, 0)], group_by
+    assert list(rows_by_key("judge_model")) == ["gpt-4o"]
+    assert fleet_stats(InsightFilters(prompt_hash="c" * 64), "alert_type") == []
 
 
 def test_no_scores_no_rows():

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 from scoring import auth, selectors, services
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.judge.replies import DIMENSIONS, ToolName, tool_key
-from scoring.models import AlertSession, MissingTool, ScoringStatus, SessionScore
+from scoring.models import AlertSession, MissingTool, ScoringStatus, SessionScore, SessionSource
 
 T0_US = 1_767_225_600_000_000
 
@@ -31,6 +31,17 @@ def make_session(**overrides) -> AlertSession:
     }
     fields.update(overrides)
     return AlertSession.objects.create(**fields)
+
+
+def make_go_session(rating: str = "", tarsy_total: int | None = None, **overrides) -> AlertSession:
+    """A Go TARSy session with its reviewers' ``rating`` ("": none) and its own judge's score
+    ``tarsy_total`` (None: none), by gemini-2.5-flash under prompt hash c…c unless ``overrides``
+    say."""
+    fields = {"source": SessionSource.TARSY_GO, "source_quality_rating": rating}
+    fields["source_score_total"] = tarsy_total
+    if tarsy_total is not None:
+        fields |= {"source_score_prompt_hash": "c" * 64, "source_score_model": "gemini-2.5-flash"}
+    return make_session(**fields | overrides)
 
 
 def make_score(session: AlertSession, status: str = ScoringStatus.COMPLETED, **overrides) -> SessionScore:

@@ -1,0 +1,191 @@
+"""How far our judge agrees with Go TARSy: with its reviewers' verdicts on sessions
+(``quality_rating``) and with its own judge's scores. docs/insights.md, "Agreement with
+Go TARSy", says what each figure means.
+
+TARSy's judge is another judge: its scores are compared with ours here and nowhere
+counted as ours. Each selected session counts once, by our newest completed score
+(``scored_sessions``), against what TARSy says of it now (the session's copy, which a
+sync rewrites when TARSy has a new review or score).
+
+The database answers how many sessions have each (our total, their verdict or total)
+in each group: at most a few thousand rows whatever the fleet's size; the figures are
+computed from those counts here.
+"""
+
+from collections import Counter, defaultdict
+
+from django.db.models import Count, F
+
+from scoring import selectors
+from scoring.insights.agreement import average_ranks, spearman_rho
+from scoring.insights.filters import InsightFilters, scored_sessions
+from scoring.models import QualityRating
+
+# Below this many sessions a group's figures are withheld (null, named in ``too_few``): a ρ or
+# an AUC over four sessions swings with each one.
+MINIMUM_N = 5
+# TARSy's reviewers' ratings in order, for Spearman's ρ against our totals.
+RATING_RANKS = {QualityRating.INACCURATE: 0, QualityRating.PARTIALLY_ACCURATE: 1, QualityRating.ACCURATE: 2}
+RATINGS = [rating.value for rating in sorted(RATING_RANKS, key=RATING_RANKS.__getitem__)]
+# Which rating each of our bands stands for, for the confusion table's agreeing cells.
+BAND_RATINGS = {
+    "poor": QualityRating.INACCURATE,
+    "weak": QualityRating.PARTIALLY_ACCURATE,
+    "good": QualityRating.ACCURATE,
+}
+# A TARSy judge group: our criteria hash and judge model, then TARSy's.
+JUDGE_GROUP_KEYS = ("prompt_hash", "judge_model", "tarsy_prompt_hash", "tarsy_judge_model")
+_OURS = {
+    "prompt_hash": F("latest_completed_prompt_hash"),
+    "judge_model": F("latest_completed_judge_model"),
+    "total": F("latest_completed_total_score"),
+}
+
+
+def tarsy_agreement(filters: InsightFilters) -> dict:
+    """Our judge against TARSy's reviewers (``tarsy_reviewers``) and against TARSy's judge
+    (``tarsy_judge``), over the selected sessions."""
+    return {"tarsy_reviewers": reviewers_agreement(filters), "tarsy_judge": judge_agreement(filters)}
+
+
+def reviewers_agreement(filters: InsightFilters) -> dict:
+    """Our newest completed score against TARSy's reviewers' rating of the same session.
+
+    ``groups``: one per our (``prompt_hash``, ``judge_model``), most sessions first, with
+    ``n``, ``ratings`` (sessions per rating), ``spearman_rho`` (our total against the rating
+    as 0 < 1 < 2), ``auc`` (over ``auc_n`` accurate and inaccurate sessions), ``confusion``
+    (our band × their rating), ``mapping_agree_share`` and ``too_few``.
+    ``unknown_ratings``: sessions left out for a rating this service does not know, by value.
+    """
+    rows = (
+        scored_sessions(filters)
+        .exclude(source_quality_rating="")
+        .values(**_OURS, rating=F("source_quality_rating"))
+        .annotate(sessions=Count("pk"))
+        .order_by()
+    )
+    by_group = defaultdict(list)
+    unknown = Counter()
+    for row in rows:
+        if row["rating"] not in RATING_RANKS:
+            unknown[row["rating"]] += row["sessions"]
+            continue
+        key = (row["prompt_hash"], row["judge_model"] or "")
+        by_group[key] += [(row["total"], row["rating"])] * row["sessions"]
+    groups = [_reviewers_group(*key, pairs) for key, pairs in by_group.items()]
+    return {
+        "minimum_n": MINIMUM_N,
+        "mapping": [{"band": band, "rating": rating.value} for band, rating in BAND_RATINGS.items()],
+        "unknown_ratings": dict(sorted(unknown.items())),
+        "groups": _ordered(groups, ("prompt_hash", "judge_model")),
+    }
+
+
+def judge_agreement(filters: InsightFilters) -> dict:
+    """Our newest completed score against TARSy's judge's score of the same session.
+
+    ``groups``: one per our (``prompt_hash``, ``judge_model``) and TARSy's
+    (``tarsy_prompt_hash``, ``tarsy_judge_model``), most sessions first, with ``n``,
+    ``spearman_rho``, ``mean_abs_diff``, ``mean_difference`` (ours − TARSy's) and ``too_few``.
+    """
+    rows = (
+        scored_sessions(filters)
+        .filter(source_score_total__isnull=False)
+        .values(
+            **_OURS,
+            tarsy_prompt_hash=F("source_score_prompt_hash"),
+            tarsy_judge_model=F("source_score_model"),
+            tarsy_total=F("source_score_total"),
+        )
+        .annotate(sessions=Count("pk"))
+        .order_by()
+    )
+    by_group = defaultdict(list)
+    for row in rows:
+        key = tuple(row[name] or "" for name in JUDGE_GROUP_KEYS)
+        by_group[key] += [(row["total"], row["tarsy_total"])] * row["sessions"]
+    groups = [
+        _judge_group(dict(zip(JUDGE_GROUP_KEYS, key, strict=True)), pairs) for key, pairs in by_group.items()
+    ]
+    return {"minimum_n": MINIMUM_N, "groups": _ordered(groups, JUDGE_GROUP_KEYS)}
+
+
+def auc(positives: list[float], negatives: list[float]) -> float | None:
+    """The share of (positive, negative) pairs where the positive is higher, a tie counting
+    half (Mann-Whitney's U over the number of pairs, from the rank sum); None without both."""
+    if not positives or not negatives:
+        return None
+    ranks = average_ranks(positives + negatives)
+    rank_sum = sum(ranks[: len(positives)])
+    u = rank_sum - len(positives) * (len(positives) + 1) / 2
+    return u / (len(positives) * len(negatives))
+
+
+def _reviewers_group(prompt_hash: str, judge_model: str, pairs: list[tuple[int, str]]) -> dict:
+    totals = [total for total, _ in pairs]
+    ratings = [rating for _, rating in pairs]
+    bands = [selectors.band_of(total).key for total in totals]
+    accurate = [total for total, rating in pairs if rating == QualityRating.ACCURATE]
+    inaccurate = [total for total, rating in pairs if rating == QualityRating.INACCURATE]
+    cells = Counter(zip(bands, ratings, strict=True))
+    figures = _Figures(len(pairs))
+    return {
+        "prompt_hash": prompt_hash,
+        "judge_model": judge_model,
+        "n": len(pairs),
+        "ratings": {rating: ratings.count(rating) for rating in RATINGS},
+        "spearman_rho": figures.rounded(
+            "spearman_rho", lambda: spearman_rho(totals, [RATING_RANKS[rating] for rating in ratings])
+        ),
+        "auc_n": len(accurate) + len(inaccurate),
+        "auc": figures.rounded("auc", lambda: auc(accurate, inaccurate), n=len(accurate) + len(inaccurate)),
+        "confusion": [
+            {"band": band.key, **{rating: cells[band.key, rating] for rating in RATINGS}}
+            for band in selectors.SCORE_BANDS
+        ],
+        "mapping_agree_share": figures.rounded(
+            "mapping_agree_share",
+            lambda: sum(cells[band, rating] for band, rating in BAND_RATINGS.items()) / len(pairs),
+        ),
+        "too_few": figures.too_few,
+    }
+
+
+def _judge_group(key: dict, pairs: list[tuple[int, int]]) -> dict:
+    ours = [total for total, _ in pairs]
+    theirs = [total for _, total in pairs]
+    differences = [our - their for our, their in pairs]
+    figures = _Figures(len(pairs))
+    return {
+        **key,
+        "n": len(pairs),
+        "spearman_rho": figures.rounded("spearman_rho", lambda: spearman_rho(ours, theirs)),
+        "mean_abs_diff": figures.rounded(
+            "mean_abs_diff", lambda: sum(map(abs, differences)) / len(pairs), digits=2
+        ),
+        "mean_difference": figures.rounded(
+            "mean_difference", lambda: sum(differences) / len(pairs), digits=2
+        ),
+        "too_few": figures.too_few,
+    }
+
+
+class _Figures:
+    """A group's figures, each withheld (None, its name in ``too_few``) below ``MINIMUM_N``
+    sessions: the group's, or the figure's own when it reads fewer."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.too_few: list[str] = []
+
+    def rounded(self, name: str, compute, *, n: int | None = None, digits: int = 3) -> float | None:
+        if (self.n if n is None else n) < MINIMUM_N:
+            self.too_few.append(name)
+            return None
+        value = compute()
+        return None if value is None else round(value, digits)
+
+
+def _ordered(groups: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Most sessions first, then by the group's key."""
+    return sorted(groups, key=lambda group: (-group["n"], *(group[key] for key in keys)))
