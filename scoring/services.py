@@ -139,8 +139,10 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
         # The digest stands for the rendered fields, and the investigation's columns hold nothing
         # else that is not also in a column of its own; every other field is compared itself.
         skipped = {*rendering.rendered_fields(fields["source"]), *AlertSession.HEAVY_FIELDS}
-        if stored is not None and all(
-            getattr(stored, name) == value for name, value in fields.items() if name not in skipped
+        if (
+            stored is not None
+            and all(getattr(stored, name) == value for name, value in fields.items() if name not in skipped)
+            and _same_source_document(stored, fields.get("source_document"))
         ):
             return stored, IngestOutcome.UNCHANGED
         session, created = AlertSession.objects.update_or_create(session_id=session_id, defaults=fields)
@@ -157,6 +159,14 @@ def ingest_session(document: dict, *, written_by: str) -> tuple[AlertSession, In
             investigation_digest=fields["investigation_digest"],
         )
     return session, IngestOutcome.CREATED if created else IngestOutcome.UPDATED
+
+
+def _same_source_document(stored: AlertSession, document: dict | None) -> bool:
+    """Whether the stored session has this source document (Go TARSy's): the digest covers what
+    the judge reads of it, not the rest (its chat count, its review activity), compared here."""
+    if document is None:
+        return True
+    return AlertSession.objects.filter(pk=stored.pk).values_list("source_document", flat=True).get() == document
 
 
 def _judge_prompt_chars(session: AlertSession) -> int | None:
