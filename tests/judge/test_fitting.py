@@ -17,6 +17,8 @@ from tests.support.factories import run_next_scoring
 from tests.support.fake_llm import ContextWindow, Reply, context_length_exceeded
 from tests.support.long_sessions import session_of, tool_calls, with_long_tool_output
 from tests.support.tarsy import real_documents
+from tests.support.tarsy_go import SESSION_SCENARIOS, golden_document
+from tests.support.tarsy_go_builder import alert_session
 
 SAMPLES = Path(__file__).resolve().parents[2] / "scoring" / "samples"
 # Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, a 230 KB log.
@@ -71,8 +73,7 @@ def assert_fitted_keeping_every_required_part(session, window: int) -> fitting.F
             found = prompt.find(injection.neutralise_markers(part), position)
             assert found >= 0, f"a required part is missing: {part[:80]!r}"
             position = found
-    alert = json.dumps(session.alert_data, indent=2, ensure_ascii=False)
-    assert injection.wrap_untrusted(alert, TOKEN) in prompt
+    assert injection.wrap_untrusted(rendering.render_alert_data(session.alert_data), TOKEN) in prompt
     # Each cut is marked, naming the tool.
     assert [m.group(1) for m in MARKER.finditer(prompt)] == [cut.tool for cut in fitted.cuts]
     if fitted.cuts:
@@ -100,6 +101,30 @@ def test_real_tarsy_bot_shapes_are_fitted_keeping_every_required_part(window):
         for size in (100_000, 1_000_000):
             session = session_of(with_long_tool_output(document, size))
             assert_fitted_keeping_every_required_part(session, window)
+
+
+def with_long_go_tool_output(document: dict, size: int) -> dict:
+    """A Go TARSy document whose first tool call returned ``size`` characters of log lines,
+    as its timeline event and its MCP interaction both hold them."""
+    document = json.loads(json.dumps(document))
+    text = "".join(f"2026-03-02T09:{i // 60 % 60:02d}:{i % 60:02d}Z level=info pod=web-{i % 7} line {i}\n"
+                   for i in range(size // 50))[:size]  # fmt: skip
+    event = next(e for e in document["timeline"] if e["event_type"] == "llm_tool_call")
+    event["content"] = text
+    tool = event["metadata"]["tool_name"]
+    call = next(d for d in document["mcp_interactions"].values() if d.get("tool_name") == tool)
+    call["tool_result"] = {"content": text, "is_error": False}
+    return document
+
+
+@pytest.mark.parametrize("scenario", SESSION_SCENARIOS)
+@pytest.mark.parametrize("window", [32_000, 128_000])
+def test_go_tarsy_sessions_are_fitted_keeping_every_required_part(scenario, window):
+    session = alert_session(with_long_go_tool_output(golden_document(scenario), 1_000_000))
+
+    fitted = assert_fitted_keeping_every_required_part(session, window)
+
+    assert fitted.cuts
 
 
 def test_the_longest_results_are_cut_first_and_short_ones_kept_whole():

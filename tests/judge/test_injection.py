@@ -24,6 +24,7 @@ from tests.support.api import session_document
 from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Reply
 from tests.support.servers import REPO_DIR
+from tests.support.tarsy_go import golden_api_answers, golden_document
 
 CORPUS = sorted((Path(__file__).parent / "data" / "injection_corpus").glob("*.txt"))
 SAMPLES = sorted((REPO_DIR / "scoring" / "samples").glob("*.json"))
@@ -290,4 +291,38 @@ def test_every_text_field_that_reaches_the_prompt_is_scanned(field):
         assert field not in rendering.rendered_fields(SessionSource.TARSY_BOT)
         return
     assert any(f" in {field}: " in warning for warning in injection.find_injection_attempts(session))
+
+
+def go_document_with_attempt_at(place: str) -> dict:
+    document = golden_document("pipeline")
+    if place == "alert":
+        document["session"]["alert_data"] = ATTEMPT
+    elif place == "tool result":  # as Go TARSy keeps it: in the tool call's event and its interaction
+        event = next(e for e in document["timeline"] if e["event_type"] == "llm_tool_call")
+        event["content"] = ATTEMPT
+        call = next(
+            d for d in document["mcp_interactions"].values() if d.get("tool_name") == event["metadata"]["tool_name"]
+        )
+        call["tool_result"] = {"content": ATTEMPT, "is_error": False}
+    elif place == "timeline":
+        next(e for e in document["timeline"] if e["event_type"] == "llm_response")["content"] = ATTEMPT
+    elif place == "TARSy's score analysis":
+        document["score"] = {**golden_api_answers("scoring").score, "score_analysis": ATTEMPT}
+    elif place == "TARSy's review feedback":
+        document["session"]["investigation_feedback"] = ATTEMPT
+    return document
+
+
+@pytest.mark.parametrize(
+    ("place", "reaches_the_judge"),
+    [("alert", True), ("tool result", True), ("timeline", True), ("TARSy's score analysis", False),
+     ("TARSy's review feedback", False)],
+)  # fmt: skip
+def test_a_go_tarsy_session_is_scanned_exactly_where_the_judge_reads_it(place, reaches_the_judge):
+    session = unsaved_session(go_document_with_attempt_at(place))
+
+    warnings = injection.find_injection_attempts(session)
+
+    assert (ATTEMPT in conversation.build_score_prompt(session)) is reaches_the_judge
+    assert bool(warnings) is reaches_the_judge
 
