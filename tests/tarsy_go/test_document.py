@@ -220,3 +220,19 @@ def test_import_sessions_says_which_source_each_session_came_from(db, tmp_path):
         f"tarsy-bot: {len(samples)}, tarsy-go: {len(SESSION_SCENARIOS)}"
     )
     assert AlertSession.objects.filter(source=SessionSource.TARSY_GO).count() == len(SESSION_SCENARIOS)
+
+
+def test_import_sessions_verbose_names_each_sessions_source(db, tmp_path):
+    go_file, bot_file = tmp_path / "go.json", tmp_path / "bot.json"
+    go_document = golden_document("skills")
+    go_file.write_text(json.dumps(go_document))
+    bot_file.write_text((REPO_DIR / "scoring" / "samples" / "01_single_stage_react.json").read_text())
+    out = io.StringIO()
+
+    call_command("import_sessions", str(go_file), str(bot_file), verbosity=2, stdout=out, stderr=io.StringIO())
+
+    bot_id = json.loads(bot_file.read_text())["session_id"]
+    assert out.getvalue().splitlines()[:2] == [
+        f"created: {go_file}: tarsy-go session {go_document['session']['id']}",
+        f"created: {bot_file}: tarsy-bot session {bot_id}",
+    ]

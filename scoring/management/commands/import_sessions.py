@@ -148,7 +148,8 @@ class Command(BaseCommand):
         "and files that hold no session, are reported as 'skipped: WHERE: WHY'. Exits non-zero if "
         "anything was rejected. A session is a tarsy-bot document (as its GET /api/v1/history/sessions/{id} "
         "returns it) or a Go TARSy document (docs/sync.md, 'The Go TARSy document'); the last line counts "
-        "the sessions read of each source."
+        "the sessions read of each source; with -v 2, each session read is listed as "
+        "'OUTCOME: FILE[N]: SOURCE session ID'."
     )
     # Lets tests hand in their own stdin (a binary stream) through call_command.
     stealth_options = ("stdin",)
@@ -165,9 +166,10 @@ class Command(BaseCommand):
                 if record.skipped:
                     self.stderr.write(f"skipped: {record.where}: {record.skipped}")
                     continue
-                if not record.error:
-                    sources[ingest.source_of(record.document)] += 1
-                reason = record.error or self._store(record, counts)
+                source = ingest.source_of(record.document) if not record.error else None
+                if source is not None:
+                    sources[source] += 1
+                reason = record.error or self._store(record, counts, source, verbose=options["verbosity"] > 1)
                 if reason:
                     counts["rejected"] += 1
                     self.stderr.write(f"rejected: {record.where}: {reason}")
@@ -180,16 +182,18 @@ class Command(BaseCommand):
             stored = counts["unchanged"] + counts["created"] + counts["updated"]
             raise CommandError(f"{counts['rejected']} rejected, {stored} stored")
 
-    def _store(self, record: Record, counts: dict) -> str:
-        """Store one session, count it and show what had to change to store it;
-        return why it was rejected, if it was."""
+    def _store(self, record: Record, counts: dict, source: str, *, verbose: bool) -> str:
+        """Store one session, count it and show what had to change to store it (and, verbose,
+        which source it is and what storing it did); return why it was rejected, if it was."""
         try:
             session, outcome = services.ingest_session(
                 record.document, written_by=f"import_sessions:{record.where}"
             )
         except InvalidSession as exc:
-            return str(exc)
+            return f"({source}) {exc}" if verbose else str(exc)
         counts[outcome.value] += 1
+        if verbose:
+            self.stdout.write(f"{outcome.value}: {record.where}: {source} session {session.session_id}")
         for note in session.ingest_notes:
             self.stdout.write(f"noted: {record.where}: {note}")
         return ""
