@@ -51,3 +51,11 @@ def tool_line(server: str, tool: dict) -> str:
     params = ", ".join(f"{name}{'*' if name in required else ''}" for name in schema.get("properties") or {})
     prefix = f"{server}." if server else ""
     return f"- {prefix}{tool.get('name')}({params}) - {tool.get('description') or ''}".rstrip(" -")
+
+
+def render_final_analysis(session, out: list[str]) -> None:
+    out.append("## FINAL ANALYSIS\n")
+    if session.final_analysis:
+        out.append(session.final_analysis.rstrip() + "\n")
+    else:
+        out.append(f"(No final analysis: the session ended with status '{session.status}'.)\n")

@@ -7,6 +7,7 @@ replaced, its size measured). Each source's own checks are in its ``document`` m
 
 import json
 import re
+import uuid
 
 from rest_framework.settings import api_settings
 
@@ -196,6 +197,17 @@ class DocumentCheck:
                 )
                 return None
         return value
+
+    def uuid_field(self, obj: dict, key: str, parent: str) -> uuid.UUID | None:
+        """A string that is a UUID, as a UUID."""
+        value = self.value(obj, key, parent, "a string")
+        if value is None:
+            return None
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            self.fail(json_path(parent, key), f"'{value[:100]}' is not a valid UUID.")
+            return None
 
     def timestamp(self, document: dict, key: str, *, required: bool) -> int | None:
         value = self.value(document, key, "", "an integer", required=required, nullable=not required)

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from scoring.models import SessionSource, SessionStatus, TarsySyncedSession
-from scoring.tarsy.client import SyncError, TarsyClient
+from scoring.tarsy.client import TarsyClient
+from scoring.tarsy.listing import list_pages
 
 LIST_PATH = "/api/v1/history/sessions"
 PAGE_SIZE = 100  # tarsy-bot's largest page_size
@@ -35,21 +36,20 @@ class TarsyBotApi:
         sessions only, newest first, from ``first_page`` (the answer of ``first_page``) on.
         Newest first, so that sessions added while paging push older ones to later pages
         (seen twice at worst, never skipped)."""
-        page = 1
-        while True:
-            body = first_page if page == 1 else self._page(page, since_us)
-            sessions, total_pages = self._read_page(body)
-            yield sessions
-            if not sessions or page >= total_pages:
-                return
-            if page >= max_pages:
-                raise SyncError(
-                    f"{self.client.base_url}{LIST_PATH} lists more than TARSY_SYNC_MAX_PAGES ({max_pages}) "
-                    "pages; the sessions of the pages read are stored"
-                )
-            page += 1
+        return list_pages(
+            self.client,
+            LIST_PATH,
+            lambda page: self._params(page, since_us),
+            first_page=first_page,
+            max_pages=max_pages,
+            kind="tarsy-bot's session list",
+        )
 
     def _page(self, page: int, since_us: int | None):
+        return self.client.get_json(LIST_PATH, self._params(page, since_us))
+
+    @staticmethod
+    def _params(page: int, since_us: int | None) -> dict:
         params = {
             "status": FINISHED_STATUSES,  # repeated: status=completed&status=failed&...
             "page": page,
@@ -59,19 +59,7 @@ class TarsyBotApi:
         }
         if since_us is not None:
             params["start_date_us"] = since_us
-        return self.client.get_json(LIST_PATH, params)
-
-    def _read_page(self, body) -> tuple[list, int]:
-        try:
-            sessions, total_pages = body["sessions"], int(body["pagination"]["total_pages"])
-        except (TypeError, KeyError, ValueError):
-            raise SyncError(
-                f"{self.client.base_url}{LIST_PATH} did not answer with tarsy-bot's session list "
-                "({sessions, pagination: {total_pages, ...}}); is the URL TARSy's?"
-            ) from None
-        if not isinstance(sessions, list):
-            raise SyncError(f"{self.client.base_url}{LIST_PATH}: 'sessions' is not a list")
-        return sessions, total_pages
+        return params
 
     @staticmethod
     def entry_id(entry) -> str | None:

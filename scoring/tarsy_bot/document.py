@@ -7,7 +7,6 @@ the JSON path of the offending value (``scoring.tarsy.documents``).
 """
 
 import json
-import uuid
 
 from scoring.models import SessionStatus
 from scoring.tarsy.documents import (
@@ -42,7 +41,7 @@ def parse_session(document) -> dict:
         )
     check = _BotDocumentCheck()
     fields = {
-        "session_id": check.session_id(document),
+        "session_id": check.uuid_field(document, "session_id", ""),
         "alert_type": check.text(document, "alert_type", "", required=True),
         "agent_type": check.text(document, "agent_type", "") or "",
         "chain_id": check.text(document, "chain_id", "") or "",
@@ -65,16 +64,6 @@ def parse_session(document) -> dict:
 
 class _BotDocumentCheck(DocumentCheck):
     """The checks of a tarsy-bot document's own parts."""
-
-    def session_id(self, document: dict) -> uuid.UUID | None:
-        value = self.value(document, "session_id", "", "a string")
-        if value is None:
-            return None
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            self.fail("session_id", f"'{value[:100]}' is not a valid UUID.")
-            return None
 
     def status(self, document: dict) -> str | None:
         value = self.value(document, "status", "", "a string")

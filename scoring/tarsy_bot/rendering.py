@@ -9,7 +9,7 @@ collected in one list and joined once: a 20 MB session is never copied piecemeal
 import json
 from dataclasses import dataclass, field
 
-from scoring.judge.parts import ToolResult, render_header, tool_line
+from scoring.judge.parts import ToolResult, render_final_analysis, render_header, tool_line
 
 # Tool results shorter than this are left in the agent's input as they are; longer
 # ones that the input repeats verbatim are replaced by a reference to the result above.
@@ -61,11 +61,7 @@ def render_investigation_parts(session) -> list[str]:
     for number, stage in enumerate(stages, start=1):
         _render_stage(stage, number, out, seen_messages)
     _render_session_level(session, out, seen_messages)
-    out.append("## FINAL ANALYSIS\n")
-    if session.final_analysis:
-        out.append(session.final_analysis.rstrip() + "\n")
-    else:
-        out.append(f"(No final analysis: the session ended with status '{session.status}'.)\n")
+    render_final_analysis(session, out)
     return out
 
 

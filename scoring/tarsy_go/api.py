@@ -32,7 +32,8 @@ from django.conf import settings
 
 from scoring.models import SessionSource, SessionStatus, TarsySync, TarsySyncedSession
 from scoring import services
-from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, SyncError, TarsyClient, TarsyNotFound
+from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, TarsyClient, TarsyNotFound
+from scoring.tarsy.listing import list_pages
 from scoring.tarsy_go.document import FORMAT
 
 LIST_PATH = "/api/v1/sessions"
@@ -97,35 +98,21 @@ class TarsyGoApi:
         return filters
 
     def _pages(self, filters: dict, max_pages: int, first_page) -> Iterator[list[dict]]:
-        page = 1
-        while True:
-            body = first_page if page == 1 and first_page is not None else self._page(page, filters)
-            sessions, total_pages = self._read_page(body)
-            yield sessions
-            if not sessions or page >= total_pages:
-                return
-            if page >= max_pages:
-                raise SyncError(
-                    f"{self.client.base_url}{LIST_PATH} lists more than TARSY_SYNC_MAX_PAGES ({max_pages}) "
-                    "pages; the sessions of the pages read are stored"
-                )
-            page += 1
+        return list_pages(
+            self.client,
+            LIST_PATH,
+            lambda page: self._params(page, filters),
+            first_page=first_page,
+            max_pages=max_pages,
+            kind="Go TARSy's session list",
+        )
 
     def _page(self, page: int, filters: dict):
-        params = {**filters, "page": page, "page_size": PAGE_SIZE, "sort_by": "created_at", "sort_order": "desc"}
-        return self.client.get_json(LIST_PATH, params)
+        return self.client.get_json(LIST_PATH, self._params(page, filters))
 
-    def _read_page(self, body) -> tuple[list, int]:
-        try:
-            sessions, total_pages = body["sessions"], int(body["pagination"]["total_pages"])
-        except (TypeError, KeyError, ValueError):
-            raise SyncError(
-                f"{self.client.base_url}{LIST_PATH} did not answer with Go TARSy's session list "
-                "({sessions, pagination: {total_pages, ...}}); is the URL TARSy's?"
-            ) from None
-        if not isinstance(sessions, list):
-            raise SyncError(f"{self.client.base_url}{LIST_PATH}: 'sessions' is not a list")
-        return sessions, total_pages
+    @staticmethod
+    def _params(page: int, filters: dict) -> dict:
+        return {**filters, "page": page, "page_size": PAGE_SIZE, "sort_by": "created_at", "sort_order": "desc"}
 
     # --- The watermark -------------------------------------------------------------------------
 

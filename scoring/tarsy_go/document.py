@@ -18,7 +18,6 @@ never refused. The whole document is stored (``source_document``); what every so
 shares is copied to columns, with Go TARSy's own judge's score and its reviewers' verdict.
 """
 
-import uuid
 from datetime import datetime
 
 from scoring.models import AlertSession
@@ -91,7 +90,7 @@ def parse_session(document) -> dict:
     created = check.time(session, "created_at", "session", required=True)
     started = check.time(session, "started_at", "session", required=False)
     fields = {
-        "session_id": check.session_id(session),
+        "session_id": check.uuid_field(session, "id", "session"),
         "alert_type": check.text(session, "alert_type", "session", column="alert_type") or "",
         "agent_type": "",
         "chain_id": check.text(session, "chain_id", "session", column="chain_id") or "",
@@ -136,16 +135,6 @@ class _GoDocumentCheck(DocumentCheck):
             )
             return None
         return value
-
-    def session_id(self, session: dict) -> uuid.UUID | None:
-        value = self.value(session, "id", "session", "a string")
-        if value is None:
-            return None
-        try:
-            return uuid.UUID(value)
-        except ValueError:
-            self.fail("session.id", f"'{value[:100]}' is not a valid UUID.")
-            return None
 
     def status(self, session: dict) -> str | None:
         """Go TARSy's status as it is: a value this service does not know is kept (such a

@@ -19,7 +19,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scoring.judge.parts import ToolResult, render_header, tool_line
+from scoring.judge.parts import ToolResult, render_final_analysis, render_header, tool_line
 
 # Every session field that this rendering puts in the judge prompt (with the alert data,
 # ``judge.rendering.render_alert_data``); the header reads agent_type when there is no chain.
@@ -106,11 +106,7 @@ def render_investigation_parts(session) -> list[str]:
     investigation.render_stages(out)
     _render_executive_summary(session, view, investigation.session_events, out)
     investigation.render_other_session_events(out)
-    out.append("## FINAL ANALYSIS\n")
-    if session.final_analysis:
-        out.append(session.final_analysis.rstrip() + "\n")
-    else:
-        out.append(f"(No final analysis: the session ended with status '{session.status}'.)\n")
+    render_final_analysis(session, out)
     return out
 
 
