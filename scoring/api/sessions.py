@@ -23,6 +23,8 @@ from scoring.tarsy.documents import InvalidSession
 from scoring.tarsy_bot.document import STATUS_ERROR
 from scoring.tarsy_go import document as tarsy_go_document
 
+# What Go TARSy has of its own (``SourceFields``).
+SOURCE_FIELDS = ["tarsy_judge", "tarsy_review", "tarsy_dashboard_url"]
 SUMMARY_FIELDS = [
     "session_id",
     "source",
@@ -43,20 +45,10 @@ SUMMARY_FIELDS = [
     "investigation_bytes",
     "imported_at",
     "updated_at",
-    "tarsy_judge",
-    "tarsy_review",
-    "tarsy_dashboard_url",
+    *SOURCE_FIELDS,
 ]
 # Computed here, never sent by TARSy: read-only also keeps them out of the request schema.
-COMPUTED_FIELDS = [
-    "source",
-    "investigation_bytes",
-    "imported_at",
-    "updated_at",
-    "tarsy_judge",
-    "tarsy_review",
-    "tarsy_dashboard_url",
-]
+COMPUTED_FIELDS = ["source", "investigation_bytes", "imported_at", "updated_at", *SOURCE_FIELDS]
 
 
 class AlertHeadingFields(serializers.Serializer):

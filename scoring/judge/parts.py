@@ -3,6 +3,25 @@ the available tools, and the tool results that ``scoring.judge.fitting`` may sho
 
 from datetime import UTC, datetime
 
+# The session fields every source's rendering reads (the header, the alert data through
+# ``judge.rendering.render_alert_data``, the final analysis and its summary); each source adds
+# the fields its investigation is kept in. Injection scanning covers them and the investigation
+# digest hashes them: a field rendered and missing from a source's list fails a test.
+SHARED_RENDERED_FIELDS = (
+    "session_id",
+    "alert_type",
+    "chain_id",
+    "agent_type",  # the header's, when there is no chain
+    "status",
+    "started_at_us",
+    "completed_at_us",
+    "runbook_url",
+    "error_message",
+    "alert_data",
+    "final_analysis",
+    "final_analysis_summary",
+)
+
 
 class ToolResult(str):
     """A tool result's text in the rendered parts, with the tool's name: the parts that

@@ -9,7 +9,13 @@ collected in one list and joined once: a 20 MB session is never copied piecemeal
 import json
 from dataclasses import dataclass, field
 
-from scoring.judge.parts import ToolResult, render_final_analysis, render_header, tool_line
+from scoring.judge.parts import (
+    SHARED_RENDERED_FIELDS,
+    ToolResult,
+    render_final_analysis,
+    render_header,
+    tool_line,
+)
 
 # Tool results shorter than this are left in the agent's input as they are; longer
 # ones that the input repeats verbatim are replaced by a reference to the result above.
@@ -23,25 +29,8 @@ SPECIAL_INTERACTIONS = {
     "forced_conclusion": "**Forced Conclusion** (the agent reached its iteration limit)",
 }
 
-# Every session field that this rendering puts in the judge prompt (with the alert data,
-# ``judge.rendering.render_alert_data``). Injection scanning covers these and the
-# investigation digest hashes them: a field rendered here and missing from this list fails a test.
-RENDERED_FIELDS = (
-    "session_id",
-    "alert_type",
-    "chain_id",
-    "agent_type",
-    "status",
-    "started_at_us",
-    "completed_at_us",
-    "runbook_url",
-    "error_message",
-    "alert_data",
-    "stages",
-    "session_level_interactions",
-    "final_analysis",
-    "final_analysis_summary",
-)
+# What this rendering reads: the fields every source has, and its investigation.
+RENDERED_FIELDS = (*SHARED_RENDERED_FIELDS, "stages", "session_level_interactions")
 
 
 def rendered_values(session) -> dict:

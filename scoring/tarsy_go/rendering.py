@@ -19,25 +19,16 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from scoring.judge.parts import ToolResult, render_final_analysis, render_header, tool_line
-
-# Every session field that this rendering puts in the judge prompt (with the alert data,
-# ``judge.rendering.render_alert_data``); the header reads agent_type when there is no chain.
-RENDERED_FIELDS = (
-    "session_id",
-    "alert_type",
-    "chain_id",
-    "agent_type",
-    "status",
-    "started_at_us",
-    "completed_at_us",
-    "runbook_url",
-    "error_message",
-    "alert_data",
-    "final_analysis",
-    "final_analysis_summary",
-    "source_document",
+from scoring.judge.parts import (
+    SHARED_RENDERED_FIELDS,
+    ToolResult,
+    render_final_analysis,
+    render_header,
+    tool_line,
 )
+
+# What this rendering reads: the fields every source has, and its investigation.
+RENDERED_FIELDS = (*SHARED_RENDERED_FIELDS, "source_document")
 
 # Go TARSy's judge ("Reflection") and its memory extraction run in stages of this type.
 HIDDEN_STAGE_TYPES = frozenset({"scoring"})
