@@ -35,6 +35,8 @@ HIDDEN_STAGE_TYPES = frozenset({"scoring"})
 HIDDEN_INTERACTION_TYPES = frozenset({"scoring", "memory_extraction"})
 
 # What of each piece of the document the rendering reads (the judge view keeps only these).
+# Of the session detail, what the judge reads besides its stages.
+_SESSION_KEYS = ("executive_summary_error", "labels", "cancelled_by", "cancel_reason")
 _STAGE_KEYS = (
     "id", "stage_name", "stage_index", "stage_type", "status", "parallel_type", "referenced_stage_id",
 )
@@ -91,6 +93,7 @@ def render_investigation_parts(session) -> list[str]:
     view = judge_view(session.source_document)
     out: list[str] = []
     render_header(session, out)
+    _render_labels_and_cancellation(view["session"], out)
     investigation = _Investigation.build(view)
     investigation.render_tools(out)
     out.append("## INVESTIGATION TIMELINE\n")
@@ -99,6 +102,22 @@ def render_investigation_parts(session) -> list[str]:
     investigation.render_other_session_events(out)
     render_final_analysis(session, out)
     return out
+
+
+def _render_labels_and_cancellation(session: dict, out: list[str]) -> None:
+    """Go TARSy's labels of the session and who cancelled it, why, when it says (later Go
+    TARSy versions): what the header of every source does not have."""
+    lines = []
+    labels = session.get("labels")
+    if isinstance(labels, dict) and labels:
+        lines.append("**Labels:** " + ", ".join(f"{_text(k)}={_text(v)}" for k, v in labels.items()))
+    elif isinstance(labels, list) and labels:
+        lines.append("**Labels:** " + ", ".join(_text(label) for label in labels))
+    if session.get("cancelled_by") or session.get("cancel_reason"):
+        reason = f" ({_text(session.get('cancel_reason'))})" if session.get("cancel_reason") else ""
+        lines.append(f"**Cancelled by:** {_text(session.get('cancelled_by')) or 'unknown'}{reason}")
+    if lines:
+        out.append("\n".join(lines) + "\n")
 
 
 # -- the judge view -----------------------------------------------------------
@@ -163,8 +182,9 @@ def judge_view(document) -> dict:
             view_mcp[iid] = {k: detail[k] for k in _MCP_DETAIL_KEYS if k in detail}
 
     view_session = {"stages": view_stages}
-    if "executive_summary_error" in session:
-        view_session["executive_summary_error"] = session["executive_summary_error"]
+    for key in _SESSION_KEYS:
+        if key in session:
+            view_session[key] = session[key]
     return {
         "session": view_session,
         "timeline": timeline,

@@ -889,3 +889,18 @@ def test_a_twenty_megabyte_tool_output_renders_quickly_as_a_tool_result():
     print(f"rendered a {len(log) / 1e6:.0f} MB tool output in {elapsed * 1000:.0f} ms")
     results = [p for p in parts if isinstance(p, ToolResult)]
     assert [(r.tool, len(r)) for r in results] == [("k8s.pods_log", len(log.rstrip()))]
+
+
+def test_what_later_go_tarsy_versions_add_is_shown_to_the_judge():
+    go = GoSession(status="cancelled", final_analysis=None)
+    go.detail.update(labels={"team": "payments", "env": "prod"}, cancelled_by="alice", cancel_reason="duplicate")
+    stage = go.stage("compose output", 2, "compose")
+    composer = go.execution(stage, "Composer", 1, cache_read_tokens=120, reasoning_effort="high")
+    go.llm_call(composer, "composition", conversation=[{"role": "assistant", "content": "Composed report."}])
+    go.event(composer, "llm_response", "Composed report.")
+
+    rendered = render(go)
+
+    assert "**Labels:** team=payments, env=prod" in rendered
+    assert "**Cancelled by:** alice (duplicate)" in rendered
+    assert "## Stage 1: compose output" in rendered and "Composed report." in rendered
