@@ -3,10 +3,11 @@
 import json
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.support.fake_tarsy_go_events import StandInGoTarsyEvents
+from tests.support.workers import wait_for
 
 SESSION = "6d5fff46-2a2e-44a1-b52c-509a4a502f63"
 
@@ -81,3 +82,23 @@ def test_a_required_token_is_asked_for_with_401():
 
     assert refused.value.response.status_code == 401
     assert json.loads(refused.value.response.body) == {"message": "Unauthorized"}
+
+
+def test_subscribers_are_counted_and_connections_can_be_dropped(tarsy_go_events):
+    with connect(tarsy_go_events.url) as client, connect(tarsy_go_events.url) as other:
+        receive(client), receive(other)
+        send(client, action="subscribe", channel="sessions")
+        receive(client)
+        counted = tarsy_go_events.subscriber_count("sessions")
+
+        tarsy_go_events.drop_connections()
+
+        with pytest.raises(ConnectionClosedError):
+            client.recv(timeout=5)
+        with pytest.raises(ConnectionClosedError):
+            other.recv(timeout=5)
+    wait_for(lambda: tarsy_go_events.subscriber_count("sessions") == 0, timeout_s=10, what="the unsubscription")
+
+    assert counted == 1
+    with connect(tarsy_go_events.url) as again:  # it still takes new connections
+        assert receive(again)["type"] == "connection.established"
