@@ -14,8 +14,9 @@ What Go's ConnectionManager does (pkg/events/manager.go), on its own port (``url
   (a decoded map, so its keys sorted); the copy to ``sessions`` is not stored and keeps the
   payload struct's field order (payloads.go).
 
-It can drop every connection at once (as a Go restart or a proxy's idle timeout does), and tells
-how many connections subscribe to a channel (Go's subscriberCount, for tests to wait on).
+It can drop every connection at once (as a Go restart or a proxy's idle timeout does), leave pings
+unanswered (``answer_pings``: a connection a proxy left hanging), counts the pings, and tells how
+many connections subscribe to a channel (Go's subscriberCount, for tests to wait on).
 Attached to the stand-in Go API (``StandInGoTarsy.events``), it is reached at that API's own
 ``/api/v1/ws``, as Go serves it.
 
@@ -64,6 +65,8 @@ class StandInGoTarsyEvents:
         self._stored: list[tuple[int, str, dict]] = []  # the events table: id, channel, payload
         self._channels: dict[str, set] = {}
         self._live: set = set()
+        self.answer_pings = True
+        self.pings = 0
         self._server = serve(
             self._handle, "127.0.0.1", 0, process_request=self._check, compression=None
         )
@@ -194,7 +197,10 @@ class StandInGoTarsyEvents:
         elif action == "catchup" and last_event_id is not None:
             self._catch_up(connection, channel, last_event_id)
         elif action == "ping":
-            connection.send(go_json({"type": "pong"}))
+            with self._lock:
+                self.pings += 1
+            if self.answer_pings:
+                connection.send(go_json({"type": "pong"}))
 
     def _catch_up(self, connection, channel: str, after: int) -> None:
         with self._lock:

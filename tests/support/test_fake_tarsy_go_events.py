@@ -97,8 +97,23 @@ def test_subscribers_are_counted_and_connections_can_be_dropped(tarsy_go_events)
             client.recv(timeout=5)
         with pytest.raises(ConnectionClosedError):
             other.recv(timeout=5)
-    wait_for(lambda: tarsy_go_events.subscriber_count("sessions") == 0, timeout_s=10, what="the unsubscription")
+    wait_for(lambda: not tarsy_go_events.subscriber_count("sessions"), timeout_s=10, what="unsubscribed")
 
     assert counted == 1
     with connect(tarsy_go_events.url) as again:  # it still takes new connections
         assert receive(again)["type"] == "connection.established"
+
+
+def test_pings_are_counted_and_can_be_left_unanswered(tarsy_go_events):
+    with connect(tarsy_go_events.url) as client:
+        receive(client)
+        send(client, action="ping")
+        answered = receive(client)
+        tarsy_go_events.answer_pings = False
+        send(client, action="ping")
+
+        with pytest.raises(TimeoutError):
+            client.recv(timeout=0.5)
+
+    assert answered == {"type": "pong"}
+    assert tarsy_go_events.pings == 2
