@@ -383,6 +383,9 @@ _plain_http = TARSY_URL and plain_http_problem(
 if _plain_http:
     raise ImproperlyConfigured(f"TARSY_URL: {_plain_http}")
 TARSY_SYNC_INTERVAL_S = env_number("TARSY_SYNC_INTERVAL_S", 300.0)
+# Go TARSy: also listen to its WebSocket's session events, so that a session that finished (or
+# whose review or score changed) is pulled within seconds rather than at the next round.
+TARSY_SYNC_EVENTS = env_bool("TARSY_SYNC_EVENTS", True)
 # Each request to TARSy: its timeout, retries after a network error or 5xx, first wait (doubling).
 TARSY_SYNC_TIMEOUT_S = env_number("TARSY_SYNC_TIMEOUT_S", 30.0)
 TARSY_SYNC_MAX_RETRIES = env_number("TARSY_SYNC_MAX_RETRIES", 3, int)

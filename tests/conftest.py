@@ -13,8 +13,9 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.throttle",
     "tests.support.tarsy",
-    "tests.support.fake_tarsy_go",
+    # The events stand-in first: the Go API's stand-in imports it.
     "tests.support.fake_tarsy_go_events",
+    "tests.support.fake_tarsy_go",
     "tests.support.status_table",
 ]
 

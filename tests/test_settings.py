@@ -153,6 +153,11 @@ def test_booleans_and_lists_are_parsed(tmp_path):
     assert proxies == ["10.1.0.0/16", "10.2.3.4/32"]
 
 
+def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
+    assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS") is True
+    assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS", TARSY_SYNC_EVENTS="false") is False
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [

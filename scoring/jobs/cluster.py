@@ -12,7 +12,8 @@ Every ``HEARTBEAT_INTERVAL_S`` the main process records its heartbeat, with the
 judge jobs its worker processes hold (``runtime.HeldCounts``).
 
 With ``TARSY_URL`` set, the cluster's main process also syncs sessions from
-that TARSy every ``TARSY_SYNC_INTERVAL_S`` (``scoring.tarsy.sync``).
+that TARSy every ``TARSY_SYNC_INTERVAL_S`` (``scoring.tarsy.sync``), and sooner
+when a Go TARSy's events say so (its listener is a thread the sync starts).
 """
 
 import logging
@@ -74,7 +75,9 @@ def run_cluster() -> None:
             in_flight = held_counts.total(live)
             health.record_worker_heartbeat(settings.Q_CLUSTER["name"], in_flight)
             last_heartbeat = time.monotonic()
-    sync_stop.set()  # a sync in progress stops before its next document and lets its lease go
+    # A sync in progress stops before its next document and lets its lease go; the events
+    # listener closes its connection.
+    sync_stop.set()
     stop_cluster_processes()
 
 

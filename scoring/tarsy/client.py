@@ -147,14 +147,20 @@ class TarsyClient:
     def opener(self) -> urllib.request.OpenerDirector:
         if self._opener is None:
             handlers = [_NoRedirects]
-            if self.ca_bundle:
-                try:
-                    context = ssl.create_default_context(cafile=self.ca_bundle)
-                except (OSError, ssl.SSLError) as exc:
-                    raise SyncError(f"cannot read the CA bundle {self.ca_bundle}: {exc}") from None
+            context = self.ssl_context()
+            if context is not None:
                 handlers.append(urllib.request.HTTPSHandler(context=context))
             self._opener = urllib.request.build_opener(*handlers)
         return self._opener
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context verifying TARSy against ``ca_bundle``; None: the system's CAs."""
+        if not self.ca_bundle:
+            return None
+        try:
+            return ssl.create_default_context(cafile=self.ca_bundle)
+        except (OSError, ssl.SSLError) as exc:
+            raise SyncError(f"cannot read the CA bundle {self.ca_bundle}: {exc}") from None
 
     def current_token(self) -> str:
         return self.token_file.token() if self.token_file else self.token

@@ -35,7 +35,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from django.db.models import Q
 
 from scoring import batches, services
-from scoring.models import SessionScore, TarsySync, TarsySyncedSession
+from scoring.models import SessionScore, SessionSource, TarsySync, TarsySyncedSession
 from scoring.tarsy.client import (
     BadAnswer,
     FetchFailed,
@@ -46,12 +46,15 @@ from scoring.tarsy.client import (
 )
 from scoring.tarsy.documents import InvalidSession
 from scoring.tarsy_bot.api import TarsyBotApi
+from scoring.tarsy_go import events
 from scoring.tarsy_go.api import TarsyGoApi
 
 logger = logging.getLogger(__name__)
 
 # score_triggered_by of the scorings a sync requests; the daily cap counts them.
 SCORING_TRIGGER_PREFIX = "tarsy-sync"
+# A wake-up (Go TARSy's events) starts a run this long after it: wake-ups close together make one run.
+WAKE_DEBOUNCE_S = 2.0
 # Tries of a write the database refused for a moment (locked, failing over), and the first wait.
 DATABASE_TRIES = 4
 DATABASE_BACKOFF_S = 0.5
@@ -373,16 +376,20 @@ def request_scorings(session_ids: list[str], *, triggered_by: str) -> dict[str, 
 # --- The worker's periodic sync -------------------------------------------------------------------
 
 
-def sync_configured_tarsy(stop: threading.Event | None = None) -> SyncReport:
-    """One run against TARSY_URL with TARSY_TOKEN; scores new sessions when SCORING_AUTO_SCORE."""
-    client = TarsyClient.configured(
+def configured_client() -> TarsyClient:
+    """A client of TARSY_URL with the worker's credentials (TARSY_TOKEN or TARSY_TOKEN_FILE)."""
+    return TarsyClient.configured(
         settings.TARSY_URL,
         token=settings.TARSY_TOKEN,
         token_file=settings.TARSY_TOKEN_FILE,
         ca_bundle=settings.TARSY_CA_BUNDLE,
     )
+
+
+def sync_configured_tarsy(stop: threading.Event | None = None) -> SyncReport:
+    """One run against TARSY_URL with TARSY_TOKEN; scores new sessions when SCORING_AUTO_SCORE."""
     return sync_sessions(
-        client,
+        configured_client(),
         score=settings.SCORING_AUTO_SCORE,
         triggered_by=f"{SCORING_TRIGGER_PREFIX}:worker",
         stop=stop,
@@ -390,12 +397,19 @@ def sync_configured_tarsy(stop: threading.Event | None = None) -> SyncReport:
 
 
 def run_periodically(stop: threading.Event) -> None:
-    """Sync TARSY_URL now and every TARSY_SYNC_INTERVAL_S until ``stop`` is set.
+    """Sync TARSY_URL now and every TARSY_SYNC_INTERVAL_S until ``stop`` is set; sooner when Go
+    TARSy's events say a session finished or its review or score changed.
 
-    Failures are logged and recorded on the TARSy's row (``/readyz``, ``/metrics``);
-    nothing here may end the thread.
+    Once a run found Go TARSy, a listener of its events (``scoring.tarsy_go.events``, unless
+    TARSY_SYNC_EVENTS is off) runs beside this loop until ``stop``. Failures are logged and
+    recorded on the TARSy's row (``/readyz``, ``/metrics``); nothing here may end the thread.
     """
+    wake = threading.Event()
+    listener = None
     while not stop.is_set():
+        # Cleared before the run: a wake-up from now on may be about something this run misses.
+        wake.clear()
+        report = None
         try:
             report = sync_configured_tarsy(stop)
             counts = report.counts()
@@ -416,9 +430,33 @@ def run_periodically(stop: threading.Event) -> None:
         except SyncStopped:
             break
         except SyncError as exc:
+            report = exc.report  # which TARSy answered, when the run got that far
             logger.error("sync from %s failed: %s", settings.TARSY_URL, exc)
         except Exception:
             logger.exception("sync from %s failed unexpectedly", settings.TARSY_URL)
         finally:
             connection.close()
-        stop.wait(settings.TARSY_SYNC_INTERVAL_S)
+        if listener is None and wants_events(report):
+            listener = events.start_listener(configured_client(), wake.set, stop)
+        wait_for_next_round(stop, wake, settings.TARSY_SYNC_INTERVAL_S)
+
+
+def wants_events(report: SyncReport | None) -> bool:
+    """Whether to listen to the events of the TARSy a run found: only Go TARSy has them."""
+    return settings.TARSY_SYNC_EVENTS and report is not None and report.source == SessionSource.TARSY_GO
+
+
+def wait_for_next_round(
+    stop: threading.Event, wake: threading.Event, interval_s: float, debounce_s: float = WAKE_DEBOUNCE_S
+) -> None:
+    """Return after ``interval_s``, or ``debounce_s`` after ``wake`` is set (so that wake-ups close
+    together make one run), or as soon as ``stop`` is set."""
+    deadline = time.monotonic() + interval_s
+    while not stop.is_set():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        # In slices: ``stop`` is looked at as well.
+        if wake.wait(min(left, events.STOP_CHECK_S)):
+            stop.wait(debounce_s)
+            return

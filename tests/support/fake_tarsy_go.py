@@ -15,6 +15,9 @@ the way Go TARSy's handlers (pkg/api) serve the rows they come from:
     GET /api/v1/sessions/:id/score            "score", or 404 when it is null
     GET /api/v1/sessions/:id/review-activity  "review_activity" ({"activities": []} if absent)
     GET /health                               HealthResponse
+    GET /api/v1/ws                            its WebSocket, when ``events`` is set: the upgrade and
+                                              the frames after it relayed to that stand-in
+                                              (tests/support/fake_tarsy_go_events.py); else 404
 
 Bodies are encoding/json's (compact, HTML-escaped, a newline after), errors echo's
 ``{"message": ...}`` (``resource not found`` from the services, ``Not Found`` for an unknown
@@ -38,6 +41,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import re
+import socket
 import ssl
 import threading
 import time
@@ -48,6 +52,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.support.fake_tarsy_go_events import WS_PATH, StandInGoTarsyEvents
 from tests.support.tarsy_go import (
     DASHBOARD_ITEM,
     DASHBOARD_LIST,
@@ -342,6 +347,8 @@ class StandInGoTarsy:
         self.delay_s = 0.0
         self.delay_paths: tuple[str, ...] = ()
         self.requests: list[tuple[str, dict]] = []
+        # Go's WebSocket, served at this API's /api/v1/ws; None: that path answers 404.
+        self.events: StandInGoTarsyEvents | None = None
         self._failures: list[int | str | None] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
@@ -456,7 +463,20 @@ class StandInGoTarsy:
                 if tarsy.token is not None and parts.path.startswith(API + "/"):
                     if self.headers.get("Authorization") != f"Bearer {tarsy.token}":
                         return self._send(401, {"message": "Unauthorized"})
+                if parts.path == WS_PATH and tarsy.events is not None:
+                    return self._relay(tarsy.events)
                 return self._send(*tarsy.answer(parts.path, query))
+
+            def _relay(self, events: StandInGoTarsyEvents):
+                """The upgrade request, then the bytes both ways, to and from the events stand-in."""
+                self.close_connection = True
+                head = [self.requestline] + [f"{name}: {value}" for name, value in self.headers.items()]
+                with socket.create_connection(events.address) as upstream:
+                    upstream.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                    back = threading.Thread(target=_pipe, args=(upstream, self.connection), daemon=True)
+                    back.start()
+                    _pipe(self.connection, upstream)
+                    back.join()
 
             def _not_allowed(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -477,6 +497,20 @@ class StandInGoTarsy:
                 self.wfile.write(data)
 
         return Handler
+
+
+def _pipe(source: socket.socket, target: socket.socket) -> None:
+    """Copy until either side ends, then end both (so that the other direction stops too)."""
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        pass
+    for end in (source, target):
+        try:
+            end.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def self_signed_certificate(folder: Path) -> tuple[Path, Path]:

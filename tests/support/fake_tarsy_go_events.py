@@ -14,6 +14,12 @@ What Go's ConnectionManager does (pkg/events/manager.go), on its own port (``url
   (a decoded map, so its keys sorted); the copy to ``sessions`` is not stored and keeps the
   payload struct's field order (payloads.go).
 
+It can drop every connection at once (as a Go restart or a proxy's idle timeout does), leave pings
+unanswered (``answer_pings``: a connection a proxy left hanging), counts the pings, and tells how
+many connections subscribe to a channel (Go's subscriberCount, for tests to wait on).
+Attached to the stand-in Go API (``StandInGoTarsy.events``), it is reached at that API's own
+``/api/v1/ws``, as Go serves it.
+
     events = StandInGoTarsyEvents()
     events.session_status(session_id, "completed")
 """
@@ -21,12 +27,14 @@ What Go's ConnectionManager does (pkg/events/manager.go), on its own port (``url
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 import uuid
 
 import pytest
 from websockets.datastructures import Headers
+from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Response
 from websockets.sync.server import serve
 
@@ -56,15 +64,33 @@ class StandInGoTarsyEvents:
         self._lock = threading.Lock()
         self._stored: list[tuple[int, str, dict]] = []  # the events table: id, channel, payload
         self._channels: dict[str, set] = {}
+        self._live: set = set()
+        self.answer_pings = True
+        self.pings = 0
         self._server = serve(
             self._handle, "127.0.0.1", 0, process_request=self._check, compression=None
         )
-        self.url = f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}{WS_PATH}"
+        self.address = self._server.socket.getsockname()[:2]
+        self.url = f"ws://127.0.0.1:{self.address[1]}{WS_PATH}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
         self._server.shutdown()
+
+    def drop_connections(self) -> None:
+        """End every connection at once, without a closing handshake."""
+        with self._lock:
+            live = list(self._live)
+        for connection in live:
+            try:
+                connection.socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def subscriber_count(self, channel: str) -> int:
+        with self._lock:
+            return len(self._channels.get(channel, ()))
 
     # --- What Go publishes ---------------------------------------------------------------
 
@@ -127,6 +153,8 @@ class StandInGoTarsyEvents:
 
     def _handle(self, connection) -> None:
         subscriptions: set[str] = set()
+        with self._lock:
+            self._live.add(connection)
         connection.send(go_json({"connection_id": str(uuid.uuid4()), "type": "connection.established"}))
         try:
             for message in connection:
@@ -144,8 +172,11 @@ class StandInGoTarsyEvents:
                 if last_event_id is not None and type(last_event_id) is not int:
                     continue
                 self._act(connection, subscriptions, action, channel, last_event_id)
+        except ConnectionClosed:  # as Go's read loop, which returns on any read error
+            pass
         finally:
             with self._lock:
+                self._live.discard(connection)
                 for channel in subscriptions:
                     self._channels.get(channel, set()).discard(connection)
 
@@ -166,7 +197,10 @@ class StandInGoTarsyEvents:
         elif action == "catchup" and last_event_id is not None:
             self._catch_up(connection, channel, last_event_id)
         elif action == "ping":
-            connection.send(go_json({"type": "pong"}))
+            with self._lock:
+                self.pings += 1
+            if self.answer_pings:
+                connection.send(go_json({"type": "pong"}))
 
     def _catch_up(self, connection, channel: str, after: int) -> None:
         with self._lock:

@@ -10,6 +10,8 @@ import urllib.request
 from urllib.parse import urlencode
 
 import pytest
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from tests.support.fake_tarsy_go import DASHBOARD_ITEM, StandInGoTarsy, self_signed_certificate
 from tests.support.tarsy_go import GOLDEN_DIR, SESSION_SCENARIOS, go_json, golden_document
@@ -262,3 +264,29 @@ def test_other_methods_are_not_allowed(tarsy_go):
 
     assert error.value.code == 405
     assert json.loads(error.value.read()) == {"message": "Method Not Allowed"}
+
+
+def test_its_websocket_is_the_events_stand_in_behind_the_api_s_token(tarsy_go_events):
+    server = StandInGoTarsy(token="s3cret")
+    ws_url = server.url.replace("http://", "ws://") + "/api/v1/ws"
+    try:
+        with pytest.raises(InvalidStatus) as absent:
+            connect(ws_url, additional_headers={"Authorization": "Bearer s3cret"})
+        server.events = tarsy_go_events
+        with pytest.raises(InvalidStatus) as refused:
+            connect(ws_url, additional_headers={"Authorization": "Bearer wrong"})
+        with connect(ws_url, additional_headers={"Authorization": "Bearer s3cret"}) as client:
+            established = json.loads(client.recv(timeout=5))
+            client.send(json.dumps({"action": "subscribe", "channel": "sessions"}))
+            confirmed = json.loads(client.recv(timeout=5))
+            tarsy_go_events.session_status("6d5fff46-2a2e-44a1-b52c-509a4a502f63", "completed")
+            event = json.loads(client.recv(timeout=5))
+    finally:
+        server.stop()
+
+    assert absent.value.response.status_code == 404
+    assert refused.value.response.status_code == 401
+    assert established["type"] == "connection.established"
+    assert confirmed == {"channel": "sessions", "type": "subscription.confirmed"}
+    assert (event["type"], event["status"]) == ("session.status", "completed")
+    assert server.request_counts()["/api/v1/ws"] == 3

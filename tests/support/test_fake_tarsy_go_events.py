@@ -3,10 +3,11 @@
 import json
 
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import connect
 
 from tests.support.fake_tarsy_go_events import StandInGoTarsyEvents
+from tests.support.workers import wait_for
 
 SESSION = "6d5fff46-2a2e-44a1-b52c-509a4a502f63"
 
@@ -81,3 +82,38 @@ def test_a_required_token_is_asked_for_with_401():
 
     assert refused.value.response.status_code == 401
     assert json.loads(refused.value.response.body) == {"message": "Unauthorized"}
+
+
+def test_subscribers_are_counted_and_connections_can_be_dropped(tarsy_go_events):
+    with connect(tarsy_go_events.url) as client, connect(tarsy_go_events.url) as other:
+        receive(client), receive(other)
+        send(client, action="subscribe", channel="sessions")
+        receive(client)
+        counted = tarsy_go_events.subscriber_count("sessions")
+
+        tarsy_go_events.drop_connections()
+
+        with pytest.raises(ConnectionClosedError):
+            client.recv(timeout=5)
+        with pytest.raises(ConnectionClosedError):
+            other.recv(timeout=5)
+    wait_for(lambda: not tarsy_go_events.subscriber_count("sessions"), timeout_s=10, what="unsubscribed")
+
+    assert counted == 1
+    with connect(tarsy_go_events.url) as again:  # it still takes new connections
+        assert receive(again)["type"] == "connection.established"
+
+
+def test_pings_are_counted_and_can_be_left_unanswered(tarsy_go_events):
+    with connect(tarsy_go_events.url) as client:
+        receive(client)
+        send(client, action="ping")
+        answered = receive(client)
+        tarsy_go_events.answer_pings = False
+        send(client, action="ping")
+
+        with pytest.raises(TimeoutError):
+            client.recv(timeout=0.5)
+
+    assert answered == {"type": "pong"}
+    assert tarsy_go_events.pings == 2
