@@ -46,13 +46,14 @@ import ssl
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from tests.support.fake_tarsy_go_events import WS_PATH, StandInGoTarsyEvents
+from tests.support.servers import StandInHTTPServer
 from tests.support.tarsy_go import (
     DASHBOARD_ITEM,
     DASHBOARD_LIST,
@@ -350,8 +351,7 @@ class StandInGoTarsy:
         # Go's WebSocket, served at this API's /api/v1/ws; None: that path answers 404.
         self.events: StandInGoTarsyEvents | None = None
         self._failures: list[int | str | None] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = StandInHTTPServer(("127.0.0.1", 0), self._handler_class())
         scheme = "http"
         if certfile:
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -511,42 +511,6 @@ def _pipe(source: socket.socket, target: socket.socket) -> None:
             end.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-
-
-def self_signed_certificate(folder: Path) -> tuple[Path, Path]:
-    """A certificate for 127.0.0.1 and its key, for the stand-in's TLS."""
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = dt.datetime.now(dt.timezone.utc)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    certfile, keyfile = folder / "tarsy-go.crt", folder / "tarsy-go.key"
-    certfile.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    keyfile.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return certfile, keyfile
 
 
 @pytest.fixture

@@ -19,11 +19,13 @@ import json
 import os
 import re
 import socket
+import ssl
 import subprocess
 import sys
 import textwrap
 import time
 from contextlib import asynccontextmanager
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import quote
 
@@ -304,3 +306,14 @@ class EventClient:
             last_event_id = message["last_event_id"]
             if not message["has_more"]:
                 return replayed, message
+
+
+class StandInHTTPServer(ThreadingHTTPServer):
+    """A stand-in's server: a client that hangs up mid-answer (a test's deadline, a refused
+    certificate) is what the tests make happen, not an error worth a traceback."""
+
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
+            super().handle_error(request, client_address)

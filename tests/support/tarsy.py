@@ -23,12 +23,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.support.servers import REPO_DIR
+from tests.support.servers import REPO_DIR, StandInHTTPServer
 from tests.support.tls import ServerCertificate
 
 REAL_DOCUMENTS_DIR = REPO_DIR.parent / "shared" / "data" / "tarsy-bot"
@@ -113,8 +113,7 @@ class StandInTarsy:
         self.request_headers: list[dict[str, str]] = []
         self._failures: list[int | str | None] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._server.daemon_threads = True
+        self._server = StandInHTTPServer(("127.0.0.1", 0), self._handler_class())
         scheme = "http"
         if tls is not None:
             self._server.socket = tls.server_context().wrap_socket(self._server.socket, server_side=True)

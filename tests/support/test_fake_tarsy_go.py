@@ -13,8 +13,9 @@ import pytest
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.support.fake_tarsy_go import DASHBOARD_ITEM, StandInGoTarsy, self_signed_certificate
+from tests.support.fake_tarsy_go import DASHBOARD_ITEM, StandInGoTarsy
 from tests.support.tarsy_go import GOLDEN_DIR, SESSION_SCENARIOS, go_json, golden_document
+from tests.support.tls import private_ca_certificate
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -191,10 +192,12 @@ def test_a_required_token_is_asked_for_with_401():
 
 
 def test_it_serves_tls_with_the_given_certificate(tmp_path):
-    certfile, keyfile = self_signed_certificate(tmp_path)
-    server = StandInGoTarsy([golden_document("skills")], certfile=certfile, keyfile=keyfile)
+    certificate = private_ca_certificate(tmp_path)
+    server = StandInGoTarsy(
+        [golden_document("skills")], certfile=certificate.certificate, keyfile=certificate.key
+    )
     try:
-        context = ssl.create_default_context(cafile=str(certfile))
+        context = ssl.create_default_context(cafile=str(certificate.ca_bundle))
 
         status, answer = get_json(f"{server.url}/health", context=context)
 
