@@ -22,6 +22,16 @@ def test_samples_are_named_by_their_alert_and_summed_up_by_its_message():
     )
 
 
+def test_a_go_sample_is_named_by_the_alert_its_text_holds():
+    session = unsaved_session(load(SAMPLES_DIR / "12_go_parallel_agents.json"))
+    assert isinstance(session.alert_data, str)
+    assert session.heading == AlertHeading(
+        "KafkaConsumerGroupLagHigh",
+        "Consumer group billing-invoicer is 39383 messages behind on payments.settled and its lag has grown "
+        "for 20 minutes",
+    )
+
+
 def test_every_sample_has_its_own_heading():
     # As the pages show it: from the stored session, whichever source its document came from.
     headings = [unsaved_session(load(path)).heading for path in SAMPLES]
