@@ -19,12 +19,15 @@ from tests.support.long_sessions import session_of, tool_calls, with_long_tool_o
 from tests.support.tarsy import real_documents
 
 SAMPLES = Path(__file__).resolve().parents[2] / "scoring" / "samples"
-# Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, a 230 KB log.
+# Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, Go TARSy's
+# timeline (one agent; parallel agents with a synthesis), a 230 KB log (last).
 SAMPLE_SHAPES = [
     "01_single_stage_react.json",
     "02_multi_stage_chain.json",
     "03_parallel_agents.json",
     "04_native_thinking.json",
+    "11_go_crashloop.json",
+    "12_go_parallel_agents.json",
     "08_large_tool_output.json",
 ]
 TOKEN = "0" * 32
@@ -71,7 +74,7 @@ def assert_fitted_keeping_every_required_part(session, window: int) -> fitting.F
             found = prompt.find(injection.neutralise_markers(part), position)
             assert found >= 0, f"a required part is missing: {part[:80]!r}"
             position = found
-    alert = json.dumps(session.alert_data, indent=2, ensure_ascii=False)
+    alert = rendering.render_alert_data(session.alert_data)
     assert injection.wrap_untrusted(alert, TOKEN) in prompt
     # Each cut is marked, naming the tool.
     assert [m.group(1) for m in MARKER.finditer(prompt)] == [cut.tool for cut in fitted.cuts]
