@@ -83,7 +83,7 @@ def main() -> None:
 
         from scoring.judge.rendering import render_investigation
         from scoring.models import AlertSession
-        from scoring.tarsy_bot.document import parse_session
+        from scoring.tarsy.ingest import parse_document
         from tests.support.fake_llm import CHARS_PER_TOKEN, FakeLLMServer
 
         call_command("migrate", verbosity=0)  # the circuit breaker's table
@@ -91,7 +91,7 @@ def main() -> None:
         rows = []
         try:
             for path in documents([SAMPLES, REAL_DOCUMENTS, *args.documents]):
-                session = AlertSession(**parse_session(json.loads(path.read_text(encoding="utf-8"))))
+                session = AlertSession(**parse_document(json.loads(path.read_text(encoding="utf-8"))))
                 investigation = len(render_investigation(session)) // CHARS_PER_TOKEN
                 runs = {
                     (name, cache): judge(session, fake, model, cache=cache)

@@ -6,6 +6,7 @@ import subprocess
 import psutil
 import pytest
 
+from tests.support.samples import SAMPLES, TARSY_BOT_SAMPLES, TARSY_GO_SAMPLES
 from tests.support.servers import REPO_DIR, child_env, wait_for_log
 from tests.support.throwaway_servers import free_port
 
@@ -41,7 +42,12 @@ def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and
     shown = screen.read_text()
     assert exit_code == 128 + signal.SIGTERM
     assert "Applying " not in shown and "static files copied" not in shown
-    assert "created: 11" in shown.split(READY)[0]
+    # Both sources' samples, so that a new user sees both.
+    loaded = (
+        f"created: {len(SAMPLES)}, updated: 0, rejected: 0; "
+        f"tarsy-bot: {len(TARSY_BOT_SAMPLES)}, tarsy-go: {len(TARSY_GO_SAMPLES)}"
+    )
+    assert loaded in shown.split(READY)[0]
     stopping = shown.split(READY)[1]
     assert "==> stopping" in stopping and "worker cluster stopped" in stopping
     assert "did not stop" not in stopping

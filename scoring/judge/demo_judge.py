@@ -170,7 +170,8 @@ class ChatCompletionsServer(ThreadingHTTPServer):
 _TOOLS_SECTION = re.compile(r"^## AVAILABLE TOOLS PER AGENT$(.*?)^## INVESTIGATION TIMELINE$", re.M | re.S)
 _TOOL_LINE = re.compile(r"^- ([\w.-]+?)\.([\w-]+)\([^)\n]*\) - (.*)$", re.M)
 _TOOL_CALL = re.compile(r"^\*\*Tool Call:\*\* ([\w.-]+?)\.([\w-]+)\(", re.M)
-_FAILED_CALL = re.compile(r"^\*\*Error:\*\* ", re.M)
+# A failed call: tarsy-bot's renders say its error, Go TARSy's label the result it returned.
+_FAILED_CALL = re.compile(r"^\*\*(?:Error:\*\* |Result \(error\):\*\*$)", re.M)
 _FIELD = r"^\*\*{}:\*\* (.+)$"
 _HIGH_CONFIDENCE = re.compile(r"\bhigh confidence\b|\bconfidence\W{1,3}high\b", re.I)
 # Unused tools that most often hold direct evidence come first, with why they matter.

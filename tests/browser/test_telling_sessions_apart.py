@@ -24,7 +24,7 @@ def test_the_list_and_the_session_page_name_each_alert(live_site, signed_in):
             expect(summary).to_have_text(session.heading.summary)
             assert summary.bounding_box()["x"] + summary.bounding_box()["width"] <= viewport["width"]
             shown.append((title.inner_text(), summary.inner_text()))
-        assert len(set(shown)) == len(sessions)  # no two alike, though 9 of 11 are "kubernetes"
+        assert len(set(shown)) == len(sessions)  # no two alike, though 10 of 13 are "kubernetes"
         assert fits(page)
 
         page.get_by_role("link", name="KubeHpaMaxedOut").click()

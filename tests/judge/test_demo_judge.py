@@ -13,11 +13,13 @@ from scoring.judge.conversation import build_score_prompt, extract_score
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 from scoring.models import AlertSession
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
+from tests.support.samples import SAMPLES_DIR, load
 from tests.support.servers import REPO_DIR
 from tests.support.throwaway_servers import free_port, stop_process
 from tests.support.workers import wait_for
 
 SAMPLE = REPO_DIR / "scoring" / "samples" / "03_parallel_agents.json"
+GO_SAMPLES = ("11_go_crashloop.json", "12_go_parallel_agents.json")
 
 
 def conversation(session) -> list[dict]:
@@ -50,6 +52,36 @@ def test_replies_follow_the_session_and_end_with_a_score_line():
     bare_total, bare_analysis = extract_score(demo_judge.demo_reply(conversation(bare)))
     assert bare_total < total
     assert "no final analysis" in bare_analysis
+
+
+@pytest.mark.django_db
+def test_go_samples_are_read_from_their_tool_lines_calls_and_failed_results():
+    """bin/run loads Go TARSy samples too: the demo judge reads their rendering as it reads tarsy-bot's."""
+    call_command("import_sessions", *(str(SAMPLES_DIR / name) for name in GO_SAMPLES))
+    sessions = {
+        name: AlertSession.objects.get(session_id=load(SAMPLES_DIR / name)["session"]["id"])
+        for name in GO_SAMPLES
+    }
+    replies = {}
+    for name, session in sessions.items():
+        messages = conversation(session)
+        turn1 = demo_judge.demo_reply(messages)
+        messages += [
+            {"role": "assistant", "content": turn1},
+            {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},
+        ]
+        replies[name] = (extract_score(turn1), demo_judge.demo_reply(messages))
+
+    (total, crashloop), crashloop_tools = replies["11_go_crashloop.json"]
+    assert 0 <= total <= 100
+    assert "made 5 tool call(s) over 4 distinct tool(s)" in crashloop and "call(s) failed" not in crashloop
+    assert "Of the 8 tools available, the agent used 4." in crashloop
+    assert "**kubernetes-server.pods_get**" in crashloop_tools  # listed by Go TARSy, never called
+    (_, lag), lag_tools = replies["12_go_parallel_agents.json"]
+    # Two agents' calls over both MCP servers; the metrics call's error result counts as a failure.
+    assert "made 7 tool call(s) over 7 distinct tool(s)" in lag and "However, 1 call(s) failed" in lag
+    assert "Of the 10 tools available, the agent used 7." in lag
+    assert "**kubernetes-server.events_list**" in lag_tools
 
 
 @pytest.fixture

@@ -21,12 +21,15 @@ from tests.support.tarsy_go import SESSION_SCENARIOS, golden_document
 from tests.support.tarsy_go_builder import alert_session
 
 SAMPLES = Path(__file__).resolve().parents[2] / "scoring" / "samples"
-# Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, a 230 KB log.
+# Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, Go TARSy's
+# timeline (one agent; parallel agents with a synthesis), a 230 KB log (last).
 SAMPLE_SHAPES = [
     "01_single_stage_react.json",
     "02_multi_stage_chain.json",
     "03_parallel_agents.json",
     "04_native_thinking.json",
+    "11_go_crashloop.json",
+    "12_go_parallel_agents.json",
     "08_large_tool_output.json",
 ]
 TOKEN = "0" * 32

@@ -17,14 +17,11 @@ from scoring.judge.replies import (
     parse_missing_tools,
     tool_key,
 )
-from scoring.models import AlertSession
-from scoring.tarsy_bot.document import parse_session
-from tests.support.servers import REPO_DIR
+from tests.support.samples import SAMPLES, load, unsaved_session
 
 CORPUS = Path(__file__).parent / "data" / "replies"
 SCORE_REPLIES = CORPUS / "score"
 TOOL_REPLIES = CORPUS / "missing_tools"
-SAMPLES = REPO_DIR / "scoring" / "samples"
 
 
 def expectations(folder: Path) -> dict:
@@ -131,10 +128,10 @@ def test_a_breakdown_that_adds_up_and_no_breakdown_give_no_warning():
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("sample", sorted(path.name for path in SAMPLES.glob("*.json")))
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda path: path.stem)
 def test_the_demo_judges_replies_are_read_whole(sample):
     """What ``bin/run --demo-judge`` writes for each bundled sample session."""
-    session = AlertSession(**parse_session(json.loads((SAMPLES / sample).read_text())))
+    session = unsaved_session(load(sample))
     messages = [{"role": "user", "content": conversation.build_score_prompt(session)}]
     turn1 = demo_judge.demo_reply(messages)
     messages += [

@@ -1,15 +1,13 @@
 """An alert's name and one-line summary (``scoring.tarsy.alert``), from the alert data
-as TARSy keeps it: our samples, the real tarsy-bot documents, and other shapes."""
+as TARSy keeps it: our samples of both sources, the real tarsy-bot documents, and other shapes."""
 
 import json
 
 import pytest
 
 from scoring.tarsy.alert import SUMMARY_CHARS, AlertHeading, alert_heading
-from tests.support.servers import REPO_DIR
+from tests.support.samples import SAMPLES, SAMPLES_DIR, load, unsaved_session
 from tests.support.tarsy import real_documents
-
-SAMPLES_DIR = REPO_DIR / "scoring" / "samples"
 
 
 def heading_of(document: dict) -> AlertHeading:
@@ -24,8 +22,19 @@ def test_samples_are_named_by_their_alert_and_summed_up_by_its_message():
     )
 
 
+def test_a_go_sample_is_named_by_the_alert_its_text_holds():
+    session = unsaved_session(load(SAMPLES_DIR / "12_go_parallel_agents.json"))
+    assert isinstance(session.alert_data, str)
+    assert session.heading == AlertHeading(
+        "KafkaConsumerGroupLagHigh",
+        "Consumer group billing-invoicer is 39383 messages behind on payments.settled and its lag has grown "
+        "for 20 minutes",
+    )
+
+
 def test_every_sample_has_its_own_heading():
-    headings = [heading_of(json.loads(path.read_text())) for path in sorted(SAMPLES_DIR.glob("*.json"))]
+    # As the pages show it: from the stored session, whichever source its document came from.
+    headings = [unsaved_session(load(path)).heading for path in SAMPLES]
     assert len(set(headings)) == len(headings)
     assert all(heading.summary for heading in headings)
 

@@ -1,4 +1,5 @@
-"""The investigation text the judge reads (scoring.judge.rendering), on every sample session.
+"""The investigation text the judge reads (scoring.judge.rendering), on every tarsy-bot sample
+session (the Go TARSy samples are rendered in tests/tarsy_go/test_rendering.py).
 
 Regenerate the golden files after an intended format change with
 ``UPDATE_GOLDENS=1 .venv/bin/pytest tests/tarsy_bot/test_rendering.py`` and review the diff.
@@ -15,12 +16,10 @@ import pytest
 from scoring.judge.prompts import JUDGE_PROMPT_SCORE, OUTPUT_SCHEMA_SCORE, fill_placeholders
 from scoring.judge.rendering import render_alert_data, render_investigation
 from scoring.models import AlertSession
-from tests.support.servers import REPO_DIR
+from tests.support.samples import SAMPLES_DIR, TARSY_BOT_SAMPLES
 
-REPO = REPO_DIR
-SAMPLES_DIR = REPO / "scoring" / "samples"
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "rendering"
-SAMPLES = sorted(SAMPLES_DIR.glob("*.json"))
+SAMPLES = TARSY_BOT_SAMPLES
 MODEL_FIELDS = {f.name for f in AlertSession._meta.get_fields()}
 
 
@@ -60,7 +59,7 @@ def all_interactions(doc: dict):
 
 def test_there_are_enough_samples():
     assert len(SAMPLES) >= 9
-    assert (SAMPLES_DIR / "00_tarsy_example.json").exists()
+    assert (SAMPLES_DIR / "00_tarsy_example.json") in SAMPLES
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)

@@ -4,13 +4,17 @@ Go TARSy's own judge is given a text built from the same data (its
 pkg/queue/investigation_context.go); its six reference cases are in
 ``../shared/data/tarsy-go/judge-context-golden/``. Each case is rebuilt here as a
 "tarsy-go/1" document with the inputs of Go's test (pkg/queue/scoring_executor_integration_test.go),
-and every fact of Go's text must be in ours, in the same order.
+and every fact of Go's text must be in ours, in the same order. Our own Go TARSy samples
+(scoring/samples/) are rendered against golden files in ``golden/rendering/``.
 """
 
 import copy
+import difflib
 import json
+import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,6 +25,7 @@ from scoring.judge.parts import ToolResult
 from scoring.judge.rendering import investigation_digest, render_alert_data, render_investigation
 from scoring.models import AlertSession
 from scoring.tarsy_go import rendering
+from tests.support.samples import TARSY_GO_SAMPLES, load, unsaved_session
 from tests.support.servers import REPO_DIR
 from tests.support.tarsy_go_builder import GoSession, alert_session
 
@@ -904,3 +909,63 @@ def test_what_later_go_tarsy_versions_add_is_shown_to_the_judge():
     assert "**Labels:** team=payments, env=prod" in rendered
     assert "**Cancelled by:** alice (duplicate)" in rendered
     assert "## Stage 1: compose output" in rendered and "Composed report." in rendered
+
+
+# --- The bundled samples ---------------------------------------------------------------------------
+
+SAMPLE_GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "rendering"
+
+
+def render_sample(path: Path) -> str:
+    return render_investigation(unsaved_session(load(path)))
+
+
+@pytest.mark.parametrize("path", TARSY_GO_SAMPLES, ids=lambda p: p.stem)
+def test_sample_render_matches_golden(path):
+    """After an intended format change regenerate the golden files with
+    ``UPDATE_GOLDENS=1 .venv/bin/pytest tests/tarsy_go/test_rendering.py -k golden``; review the diff."""
+    rendered = render_sample(path)
+    golden = SAMPLE_GOLDEN_DIR / f"{path.stem}.txt"
+    if os.environ.get("UPDATE_GOLDENS"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(rendered, encoding="utf-8")
+    assert golden.exists(), f"no golden file for {path.name}: run with UPDATE_GOLDENS=1"
+    expected = golden.read_text(encoding="utf-8")
+    if rendered != expected:
+        diff = difflib.unified_diff(
+            expected.splitlines(), rendered.splitlines(), "golden", "rendered", lineterm="", n=2
+        )
+        pytest.fail(f"render of {path.name} differs from {golden.name}:\n" + "\n".join(list(diff)[:120]))
+
+
+def test_every_golden_render_has_its_sample():
+    assert sorted(p.stem for p in SAMPLE_GOLDEN_DIR.glob("*.txt")) == [p.stem for p in TARSY_GO_SAMPLES]
+
+
+@pytest.mark.parametrize("path", TARSY_GO_SAMPLES, ids=lambda p: p.stem)
+def test_a_sample_shows_every_tool_its_calls_and_their_results_and_nothing_of_go_s_judge(path):
+    document = load(path)
+    rendered = render_sample(path)
+    tools = rendered[: rendered.index("## INVESTIGATION TIMELINE")]
+    for detail in document["mcp_interactions"].values():
+        if detail["interaction_type"] == "tool_list":
+            for tool in detail["available_tools"]:
+                assert f"- {detail['server_name']}.{tool['name']}() - {tool['description']}\n" in tools
+    calls = [e for e in document["timeline"] if e["event_type"] == "llm_tool_call"]
+    assert calls
+    positions: dict = {}  # each agent's calls in their order; parallel agents' interleave in the timeline
+    for call in sorted(calls, key=lambda e: (e["execution_id"], e["sequence_number"])):
+        metadata = call["metadata"]
+        name = f"{metadata['server_name']}.{metadata['tool_name']}"
+        header = f"**Tool Call:** {name}({metadata['arguments']})\n"
+        label = "**Result (error):**" if metadata["is_error"] else "**Result:**"
+        text = f"{header}{label}\n\n{call['content']}\n"
+        positions[call["execution_id"]] = rendered.index(text, positions.get(call["execution_id"], 0))
+    for summary in (e for e in document["timeline"] if e["event_type"] == "mcp_tool_summary"):
+        model = summary["metadata"]["summarization_model"]
+        assert f"tokens by {model}):**\n\n{summary['content']}\n" in rendered
+    score = document["score"]
+    if score is not None:
+        assert "## Dimension Assessments" in score["score_analysis"]
+        assert "## Dimension Assessments" not in rendered and score["tool_improvement_report"] not in rendered
+        assert "ScoringAgent" not in rendered and "Reflection" not in rendered

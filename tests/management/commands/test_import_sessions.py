@@ -6,11 +6,9 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from scoring.models import AlertSession, SessionWrite
+from scoring.models import AlertSession, SessionSource, SessionWrite
 from tests.support.api import session_document
-from tests.support.servers import REPO_DIR
-
-SAMPLES_DIR = REPO_DIR / "scoring" / "samples"
+from tests.support.samples import SAMPLES, SAMPLES_DIR, TARSY_BOT_SAMPLES, TARSY_GO_SAMPLES
 STATUS_LIST = "pending, in_progress, paused, canceling, completed, failed, cancelled, timed_out"
 
 
@@ -190,15 +188,20 @@ def test_a_20_mb_session_is_imported_whole(db, tmp_path):
     assert session.stages == document["stages"]
 
 
-def test_every_bundled_sample_imports_without_rejections(db):
-    sample_files = sorted(SAMPLES_DIR.glob("*.json*"))
-    assert len(sample_files) >= 8, f"expected the bundled samples in {SAMPLES_DIR}"
+def test_every_bundled_sample_imports_without_rejections_as_its_source(db):
+    assert sorted(SAMPLES_DIR.glob("*.json*")) == SAMPLES
+    assert len(TARSY_BOT_SAMPLES) >= 9
 
     out, err, failed = import_sessions(SAMPLES_DIR)
+    again, _, _ = import_sessions(SAMPLES_DIR)
 
     assert not failed, err
-    assert outcomes(out) == f"unchanged: 0, created: {AlertSession.objects.count()}, updated: 0, rejected: 0"
-    assert AlertSession.objects.count() >= len(sample_files)
+    assert out.strip() == (
+        f"unchanged: 0, created: {len(SAMPLES)}, updated: 0, rejected: 0; "
+        f"tarsy-bot: {len(TARSY_BOT_SAMPLES)}, tarsy-go: {len(TARSY_GO_SAMPLES)}"
+    )
+    assert outcomes(again) == f"unchanged: {len(SAMPLES)}, created: 0, updated: 0, rejected: 0"
+    assert AlertSession.objects.filter(source=SessionSource.TARSY_GO).count() == len(TARSY_GO_SAMPLES)
 
 
 def test_nul_characters_are_replaced_noted_and_reported_the_same_on_every_import(db, tmp_path):
