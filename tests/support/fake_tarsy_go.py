@@ -24,7 +24,8 @@ Bodies are encoding/json's (compact, HTML-escaped, a newline after), errors echo
 route). Go TARSy itself has no authentication (oauth2-proxy or kube-rbac-proxy guard /api/* in
 front of it); with ``token`` set, /api/* wants ``Authorization: Bearer <token>`` and answers 401
 with echo's body for ``echo.ErrUnauthorized`` otherwise. It can serve TLS, answer slowly, fail
-the next requests or drop connections, and counts requests per path.
+the next requests or drop connections, and counts requests per path and the most it
+answered at once.
 
 Where PostgreSQL decides (ties in sorting, collation, full-text search), it approximates: ties
 keep the order the sessions were added in, strings compare by code point, and the search
@@ -350,6 +351,9 @@ class StandInGoTarsy:
         self.requests: list[tuple[str, dict]] = []
         # Go's WebSocket, served at this API's /api/v1/ws; None: that path answers 404.
         self.events: StandInGoTarsyEvents | None = None
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.busy_s = 0.0  # the seconds of every request, from its arrival to its answer, added up
         self._failures: list[int | str | None] = []
         self._server = StandInHTTPServer(("127.0.0.1", 0), self._handler_class())
         scheme = "http"
@@ -375,7 +379,8 @@ class StandInGoTarsy:
             del self.documents[session_id]
 
     def slow(self, seconds: float, *paths: str) -> None:
-        """Wait ``seconds`` before answering (requests whose path starts with one of ``paths``)."""
+        """Wait ``seconds`` before answering (requests whose path starts with one of ``paths``;
+        every request when none is given)."""
         self.delay_s, self.delay_paths = seconds, paths
 
     def fail_next(self, answer: int | str, times: int = 1, after: int = 0) -> None:
@@ -393,6 +398,11 @@ class StandInGoTarsy:
     def request_counts(self) -> Counter:
         with self._lock:
             return Counter(path for path, _ in self.requests)
+
+    def reset_counts(self) -> None:
+        """Forget the requests seen, the peak in flight and the busy seconds (between runs)."""
+        with self._lock:
+            self.requests, self.peak_in_flight, self.busy_s = [], self.in_flight, 0.0
 
     def list_requests(self) -> list[dict]:
         with self._lock:
@@ -448,6 +458,18 @@ class StandInGoTarsy:
                 pass
 
             def do_GET(self):
+                started = time.monotonic()
+                with tarsy._lock:
+                    tarsy.in_flight += 1
+                    tarsy.peak_in_flight = max(tarsy.peak_in_flight, tarsy.in_flight)
+                try:
+                    self._get()
+                finally:
+                    with tarsy._lock:
+                        tarsy.in_flight -= 1
+                        tarsy.busy_s += time.monotonic() - started
+
+            def _get(self):
                 parts = urlsplit(self.path)
                 query = parse_qs(parts.query, keep_blank_values=True)
                 with tarsy._lock:

@@ -4,6 +4,7 @@ import copy
 import http.client
 import json
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -239,6 +240,25 @@ def test_it_counts_requests_per_path(tarsy_go):
     assert counts[f"/api/v1/sessions/{session_id}"] == 2
     assert counts["/api/v1/sessions"] == 1
     assert tarsy_go.list_requests() == [{"page": ["2"]}]
+
+
+def test_it_counts_the_most_requests_in_flight_at_once(tarsy_go):
+    url = f"{tarsy_go.url}/api/v1/sessions"
+    tarsy_go.slow(0.3)
+    threads = [threading.Thread(target=get, args=(url,)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    get(url)  # alone: the peak stays
+
+    assert tarsy_go.peak_in_flight == 3
+    assert tarsy_go.in_flight == 0
+    assert 4 * 0.3 <= tarsy_go.busy_s < 4 * 0.3 + 1
+
+    tarsy_go.reset_counts()
+
+    assert (tarsy_go.peak_in_flight, tarsy_go.busy_s, tarsy_go.request_counts()) == (0, 0.0, {})
 
 
 def test_a_session_can_be_replaced_while_it_runs(tarsy_go):
