@@ -6,8 +6,8 @@ copies of the e2e golden "pipeline" session (22 LLM and 21 MCP interactions, 187
 JSON; real content from Go TARSy's e2e suite), each with ids of its own and created a
 minute after the one before, and answers every request after --latency-ms.
 ``manage.py sync_sessions URL`` runs twice, each time in a process of its own on one new
-SQLite database: its wall time, its peak RSS (``wait4``'s ru_maxrss, the kernel's VmHWM of
-that process alone) and CPU seconds; the stand-in counts the requests, the most in flight
+SQLite database: its wall time, its peak RSS (VmHWM in ``/proc/<pid>/status``, read every
+20 ms while it runs) and CPU seconds; the stand-in counts the requests, the most in flight
 at once and the seconds they were in flight, added up (their mean in flight is that over
 the wall time).
 
@@ -25,14 +25,16 @@ otherwise, or when a run fails or does not store every session.
 """
 
 import argparse
+import contextlib
 import datetime as dt
-import os
 import random
 import re
+import resource
 import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from common import PYTHON, REPO, machine_description, service_env, sqlite_url, work_folder
 
@@ -95,20 +97,31 @@ def requests_per_session(document: dict) -> int:
 def sync_once(env: dict, url: str, tarsy: StandInGoTarsy, log) -> dict:
     """One ``sync_sessions`` run in a process of its own, and what the stand-in saw."""
     tarsy.reset_counts()
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children_cpu_s = usage.ru_utime + usage.ru_stime
     started = time.perf_counter()
     process = subprocess.Popen(
         [PYTHON, "manage.py", "sync_sessions", url], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT
     )
-    _, status, usage = os.wait4(process.pid, 0)
+    peak_kib = 0
+    status_file = Path(f"/proc/{process.pid}/status")
+    while process.poll() is None:
+        # VmHWM is this process's own peak; wait4's ru_maxrss is not: on Linux it starts from the
+        # RSS of the process that forked it (here this one, holding every session).
+        with contextlib.suppress(OSError):
+            found = re.search(r"^VmHWM:\s+(\d+) kB", status_file.read_text(), re.MULTILINE)
+            peak_kib = max(peak_kib, int(found[1])) if found else peak_kib
+        time.sleep(0.02)
     wall_s = time.perf_counter() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = usage.ru_utime + usage.ru_stime - children_cpu_s
     counts = tarsy.request_counts()
     session_paths = {path: n for path, n in counts.items() if SESSION_PATH_RE.fullmatch(path)}
     return {
         "exit": process.returncode,
         "wall_s": wall_s,
-        "rss_mib": usage.ru_maxrss / 1024,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mib": peak_kib / 1024,
+        "cpu_s": cpu_s,
         "list_requests": sum(counts.values()) - sum(session_paths.values()),
         "session_requests": sum(session_paths.values()),
         "detail_fetches": sum(

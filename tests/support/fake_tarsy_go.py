@@ -24,8 +24,8 @@ Bodies are encoding/json's (compact, HTML-escaped, a newline after), errors echo
 route). Go TARSy itself has no authentication (oauth2-proxy or kube-rbac-proxy guard /api/* in
 front of it); with ``token`` set, /api/* wants ``Authorization: Bearer <token>`` and answers 401
 with echo's body for ``echo.ErrUnauthorized`` otherwise. It can serve TLS, answer slowly, fail
-the next requests or drop connections, and counts requests per path and the most it
-answered at once.
+the next requests or drop connections, and counts requests per path and the most it was
+answering at once (from a request's arrival until its answer goes out).
 
 Where PostgreSQL decides (ties in sorting, collation, full-text search), it approximates: ties
 keep the order the sessions were added in, strings compare by code point, and the search
@@ -353,7 +353,8 @@ class StandInGoTarsy:
         self.events: StandInGoTarsyEvents | None = None
         self.in_flight = 0
         self.peak_in_flight = 0
-        self.busy_s = 0.0  # the seconds of every request, from its arrival to its answer, added up
+        # The seconds of every request, from its arrival until its answer goes out, added up.
+        self.busy_s = 0.0
         self._failures: list[int | str | None] = []
         self._server = StandInHTTPServer(("127.0.0.1", 0), self._handler_class())
         scheme = "http"
@@ -453,21 +454,29 @@ class StandInGoTarsy:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            _started = None  # when the request being answered arrived
 
             def log_message(self, *args):
                 pass
 
             def do_GET(self):
-                started = time.monotonic()
+                self._started = time.monotonic()
                 with tarsy._lock:
                     tarsy.in_flight += 1
                     tarsy.peak_in_flight = max(tarsy.peak_in_flight, tarsy.in_flight)
                 try:
                     self._get()
                 finally:
+                    self._answered()  # a dropped connection
+
+            def _answered(self):
+                # Before the answer goes out: once the client has it, its next request may come
+                # in before this thread runs again, and would be counted beside this one.
+                if self._started is not None:
                     with tarsy._lock:
                         tarsy.in_flight -= 1
-                        tarsy.busy_s += time.monotonic() - started
+                        tarsy.busy_s += time.monotonic() - self._started
+                    self._started = None
 
             def _get(self):
                 parts = urlsplit(self.path)
@@ -510,6 +519,7 @@ class StandInGoTarsy:
             def _send(self, status: int, body):
                 # echo's c.JSON: json.NewEncoder(w).Encode(body), which ends with a newline.
                 data = (go_json(body) + "\n").encode()
+                self._answered()
                 self.send_response(status)
                 for name, value in SECURITY_HEADERS.items():
                     self.send_header(name, value)
