@@ -117,6 +117,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
 
+    machine = machine_description()
     with work_folder() as folder:
         setup_django(sqlite_url(folder))  # nothing is stored: the settings only
         from scoring.judge import llm
@@ -136,7 +137,7 @@ def main() -> None:
                 json_mb = len(json.dumps(document)) / MB
                 rows.append({"size": size, "source": source, "json_mb": json_mb, **row})
                 print(f"{source} {size:g} MB: done", file=sys.stderr, flush=True)
-    print(machine_description())
+    print(machine)
     print(f"\nMedian (min-max) of {args.runs} runs, ms. Fitting: to a {WINDOW:,}-token window.\n")
     print("| tool output | session | document JSON | rendered | render | prompt build | render + fit |")
     print("|---|---|---|---|---|---|---|")
