@@ -500,6 +500,7 @@ class StandInGoTarsy:
 
             def _relay(self, events: StandInGoTarsyEvents):
                 """The upgrade request, then the bytes both ways, to and from the events stand-in."""
+                self._answered()  # a connection kept open, not a request in flight
                 self.close_connection = True
                 head = [self.requestline] + [f"{name}: {value}" for name, value in self.headers.items()]
                 with socket.create_connection(events.address) as upstream:
