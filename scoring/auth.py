@@ -53,15 +53,26 @@ def is_trusted_proxy(remote_addr: str | None) -> bool:
 
 
 def client_address(request) -> str | None:
-    """The address a request came from: behind a trusted proxy, the last one it
-    added to ``X-Forwarded-For`` (earlier ones the client may have written
-    itself); otherwise the peer's. Sign-in throttling counts failures by it."""
+    """The address a request came from, by which sign-in failures are counted.
+
+    From a trusted proxy, the address that the first of ``TRUSTED_PROXY_HOPS`` proxies
+    added to ``X-Forwarded-For``: each proxy appends the address it was reached from, so
+    that entry is the ``TRUSTED_PROXY_HOPS``-th from the right (entries to its left are the
+    client's own writing). With fewer entries, the leftmost (a request that came through
+    fewer proxies). Otherwise, or when that entry is not an address, the peer's.
+    """
     peer = request.META.get("REMOTE_ADDR")
-    if is_trusted_proxy(peer):
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
-        if forwarded:
-            return forwarded
-    return peer
+    if not is_trusted_proxy(peer):
+        return peer
+    entries = [entry.strip() for entry in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        return peer
+    forwarded = entries[max(0, len(entries) - settings.TRUSTED_PROXY_HOPS)]
+    try:
+        return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        return peer
 
 
 def smuggled_header(raw_headers) -> str | None:

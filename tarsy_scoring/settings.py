@@ -105,6 +105,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # A browser that signs in by password is known to that account from then on (scoring/signin.py).
+    "scoring.signin.KnownClientMiddleware",
     # Last, as django-axes requires: it turns a locked-out sign-in into its 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -184,23 +186,34 @@ LOGOUT_REDIRECT_URL = "scoring:login"
 # after LOGIN_FAILURE_LIMIT failures for one user name from one address, that pair is
 # refused (HTTP 429) for LOGIN_LOCKOUT_S, even with the right password. Locking by
 # address alone would lock everyone out behind oauth2-proxy (one address for all);
-# by name alone would let anyone lock an operator out from anywhere. Failures are
-# kept in the database, so every web process counts them. `manage.py axes_reset`
-# lifts every lockout (docs/deploy.md).
+# by name alone would let anyone lock an operator out from anywhere. Past
+# LOGIN_ACCOUNT_FAILURE_LIMIT failures of one name from every address within
+# LOGIN_LOCKOUT_S, the name is refused to the browsers that never signed in to it
+# (scoring/signin.py). Failures are kept in the database, so every web process counts
+# them. `manage.py axes_reset` lifts every lockout (docs/deploy.md).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_number("LOGIN_FAILURE_LIMIT", 5, int)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_number("LOGIN_ACCOUNT_FAILURE_LIMIT", 20, int)
 _login_lockout_s = env_number("LOGIN_LOCKOUT_S", 900, int)
-for _name, _value in (("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT), ("LOGIN_LOCKOUT_S", _login_lockout_s)):
+for _name, _value in (
+    ("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT),
+    ("LOGIN_ACCOUNT_FAILURE_LIMIT", LOGIN_ACCOUNT_FAILURE_LIMIT),
+    ("LOGIN_LOCKOUT_S", _login_lockout_s),
+):
     if _value < 1:
         raise ImproperlyConfigured(f"{_name}={_value} is too small (at least 1)")
 AXES_COOLOFF_TIME = timedelta(seconds=_login_lockout_s)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "scoring.signin.SignInHandler"
 # Behind oauth2-proxy the peer is the proxy for everyone: count by the address it forwards.
 AXES_CLIENT_IP_CALLABLE = "scoring.auth.client_address"
 AXES_RESET_ON_SUCCESS = True
+# A refused attempt (its password unchecked) is not a failure: a lockout ends LOGIN_LOCKOUT_S
+# after the failure that caused it, however often it is knocked on meanwhile.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_VERBOSE = False  # no banner in every process's log
 
 
@@ -215,6 +228,12 @@ def env_networks(name: str, default: str):
 # Addresses (or CIDR ranges) of the oauth2-proxy in front of us. Only requests
 # from these may name their user in X-Forwarded-User / X-Forwarded-Email.
 TRUSTED_PROXY_IPS = env_networks("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128")
+# How many proxies, the one in TRUSTED_PROXY_IPS included, each append to X-Forwarded-For: the
+# client's address is the entry this many from its right (scoring.auth.client_address). TARSy's
+# layout, an OpenShift router then oauth2-proxy as a sidecar on loopback, is 2.
+TRUSTED_PROXY_HOPS = env_number("TRUSTED_PROXY_HOPS", 1, int)
+if TRUSTED_PROXY_HOPS < 1:
+    raise ImproperlyConfigured(f"TRUSTED_PROXY_HOPS={TRUSTED_PROXY_HOPS} is too small (at least 1)")
 
 # --- Internationalisation, static files --------------------------------------------
 LANGUAGE_CODE = "en-us"
