@@ -345,6 +345,18 @@ SCORING_REPORT_TIMEOUT_S = env_number("SCORING_REPORT_TIMEOUT_S", 900, int)
 SCORING_REPORT_WINDOW_TOKENS = env_number("SCORING_REPORT_WINDOW_TOKENS", 0, int)
 # A report reads the missing-tools analyses of at most this many scores, the newest.
 SCORING_REPORT_MAX_SCORES = env_number("SCORING_REPORT_MAX_SCORES", 500, int)
+# A request that would read the same scores with the same judge model as a report completed this
+# long ago or less gets that report (one pending or in progress, whatever its age); 0: only those.
+SCORING_REPORT_REUSE_S = env_number("SCORING_REPORT_REUSE_S", 86400, int)
+# The share of the judge slots reports may hold at once, of each worker process's and of
+# SCORING_MAX_IN_FLIGHT (one at least), so that scorings keep moving behind a queue of reports.
+SCORING_REPORT_SLOT_SHARE = env_number("SCORING_REPORT_SLOT_SHARE", 0.25)
+if SCORING_REPORT_REUSE_S < 0:
+    raise ImproperlyConfigured(f"SCORING_REPORT_REUSE_S={SCORING_REPORT_REUSE_S} is too small (at least 0)")
+if not 0 < SCORING_REPORT_SLOT_SHARE <= 1:
+    raise ImproperlyConfigured(
+        f"SCORING_REPORT_SLOT_SHARE={SCORING_REPORT_SLOT_SHARE:g} is out of range (above 0, at most 1)"
+    )
 
 Q_CLUSTER = {
     "name": "tarsy-scoring",
@@ -508,11 +520,15 @@ SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 36
 # limit. The counts live in the cache: per process without REDIS_URL, so with several web
 # processes set REDIS_URL to make the limit hold across them.
 SCORING_POST_RATE = os.environ.get("SCORING_POST_RATE", "30/min").strip()
-if SCORING_POST_RATE and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", SCORING_POST_RATE):
-    raise ImproperlyConfigured(
-        f"SCORING_POST_RATE={SCORING_POST_RATE!r} is not a rate: use <count>/<s|min|h|day> (e.g. 30/min), "
-        "or leave it empty for no limit"
-    )
+# MCP reports each user may have queued within the period, counted in the database (so in every
+# process); a request answered with an existing report is free. Also "<count>/<period>" or "".
+SCORING_REPORT_RATE = os.environ.get("SCORING_REPORT_RATE", "10/h").strip()
+for _name, _rate in (("SCORING_POST_RATE", SCORING_POST_RATE), ("SCORING_REPORT_RATE", SCORING_REPORT_RATE)):
+    if _rate and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", _rate):
+        raise ImproperlyConfigured(
+            f"{_name}={_rate!r} is not a rate: use <count>/<s|min|h|day> (e.g. 30/min), "
+            "or leave it empty for no limit"
+        )
 
 # --- Production and observability ------------------------------------------------------------
 # All off by default, so a laptop install on plain HTTP keeps working

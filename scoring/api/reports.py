@@ -5,7 +5,7 @@ import uuid
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -117,17 +117,23 @@ class ReportListView(APIView):
             "Queues a report (202): the judge model reads the missing-tools analyses of the selected "
             "sessions' newest completed scores and writes which tools or MCP servers to build first, "
             "why, the evidence and the expected effect. Poll GET .../reports/{report_id} until it is "
-            "completed or failed. While a report on the same filters is pending or in progress, that "
-            "one is returned. 400 when a filter cannot be read or no selected score has a "
-            "missing-tools analysis."
+            "completed or failed. A request that an existing report answers gets that one (202 with "
+            "its id and status, whatever the status): a report on the same filters pending or in "
+            "progress, or one that reads the same scores with the same judge model, pending, in "
+            "progress, or completed within SCORING_REPORT_REUSE_S. 400 when a filter cannot be read "
+            "or no selected score has a missing-tools analysis; 429 when the user has queued "
+            "SCORING_REPORT_RATE reports (or made SCORING_POST_RATE scoring and report requests)."
         ),
         request=ReportRequestSerializer,
         responses={
-            202: OpenApiResponse(ReportAcceptedSerializer, description="Report queued or under way."),
+            202: OpenApiResponse(
+                ReportAcceptedSerializer, description="Report queued, or the existing report that answers it."
+            ),
             400: OpenApiResponse(DetailErrorSerializer, description="A bad filter, or nothing to report on."),
             429: OpenApiResponse(
                 DetailErrorSerializer,
-                description="Too many scoring and report requests from this user; retry after `Retry-After` seconds.",
+                description="Too many reports (SCORING_REPORT_RATE), or scoring and report requests "
+                "(SCORING_POST_RATE), from this user; retry after `Retry-After` seconds.",
             ),
             **_ERRORS,
         },
@@ -166,6 +172,8 @@ class ReportListView(APIView):
             report = reports.request_report(filters, request.user.get_username())
         except (InvalidFilter, reports.NoReportInputs) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except reports.TooManyReports as exc:
+            raise Throttled(wait=exc.retry_after_s, detail=str(exc)) from None
         return Response(_ACCEPTED.to_representation(report), status=status.HTTP_202_ACCEPTED)
 
 
