@@ -201,6 +201,24 @@ def test_a_proxy_name_longer_than_a_user_name_is_refused_not_cut(db):
     assert usernames() == {fits}
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "name", ["tarsy-sync:worker", "TARSY-SYNC:cli:root", "sync_sessions:https://tarsy", "cli:root"]
+)
+def test_a_proxy_name_of_the_services_own_processes_is_refused(name):
+    """The sync's identity (its scorings, and their daily cap) is no one's to take."""
+    refused = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER=name)
+    by_email = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_EMAIL=name)
+
+    assert refused.status_code == by_email.status_code == 403
+    prefix = name.split(":")[0].lower()
+    assert refused.json()["detail"].startswith(f"sign-in refused: names starting with '{prefix}:'")
+    assert websocket_refused([(b"x-forwarded-user", name.encode())])
+    assert usernames() == set()
+    # A name that only looks like one is an ordinary user.
+    assert APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER="tarsy-sync-bot").status_code == 200
+
+
 def asgi_get(path: str, headers: list[tuple[bytes, bytes]]):
     """GET ``path`` through Django's ASGI handler from loopback, headers exactly as sent."""
     communicator = HttpCommunicator(get_asgi_application(), "GET", path, headers=headers)
