@@ -470,6 +470,11 @@ class ReviewVerdict(models.TextChoices):
     DISAGREE = "disagree", "Disagree"
 
 
+# The longest note a review may carry (characters, after trimming): a note is shown beside the
+# review on every page and answer that lists it (the agreement's largest differences too).
+REVIEW_NOTE_MAX_CHARS = 10_000
+
+
 class ScoreReview(models.Model):
     """A person's verdict on a completed judge score.
 

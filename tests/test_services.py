@@ -16,6 +16,7 @@ from scoring import batches, services
 from scoring.judge import circuit, rendering
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
+    REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     JudgePacing,
     ReviewVerdict,
@@ -424,6 +425,18 @@ def test_bad_reviews_are_refused_saying_why(score, reviewer, verdict, reviewer_s
         services.record_review(
             score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score
         )
+
+
+def test_a_note_over_the_limit_is_refused_saying_so(score, reviewer):
+    longest = "x" * REVIEW_NOTE_MAX_CHARS
+    services.record_review(
+        score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80, note=longest
+    )
+    with pytest.raises(services.ReviewRejected, match=r"the note is 10,001 characters long; at most 10,000"):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80, note=longest + "x"
+        )
+    assert score.reviews.count() == 1
 
 
 def test_edges_of_the_score_range_are_accepted(score, reviewer):
