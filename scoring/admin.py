@@ -215,7 +215,9 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Score", ordering="latest_total_score")
     def score(self, session):
-        shown = badge_html(session.latest_status, session.latest_total_score, session.latest_error_message)
+        shown = badge_html(
+            session.latest_status, session.latest_total_score, session.latest_error_message, as_recorded=True
+        )
         if session.latest_score_id is None:
             return shown
         if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
@@ -471,7 +473,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Total", ordering="total_score")
     def score(self, score):
-        return badge_html(score.status, score.total_score, score.error_message)
+        return badge_html(score.status, score.total_score, score.error_message, as_recorded=True)
 
     @admin.display(description="Judge samples")
     def samples(self, score):

@@ -22,7 +22,7 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 from django.db.models import Subquery
 from django.db.models.sql import UpdateQuery
 
-from scoring import selectors
+from scoring import failures, selectors
 from scoring.jobs import queue
 from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
@@ -661,7 +661,8 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
     return _transition(
         score_id,
         Status.FAILED,
-        event_fields={"error_message": reason},
+        # The event goes to every dashboard: it says why in the service's words (scoring/failures.py).
+        event_fields={"error_message": failures.shown_reason(reason)},
         error_message=reason,
         completed_at_us=now_us(),
     )

@@ -203,7 +203,8 @@ def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_ll
     assert "no 0-100 score on its last line" in score.error_message
     assert repr(turn1[-500:]) in score.error_message
     assert len(judge_llm.requests) == 2  # no turn 2 after a failed extraction
-    assert event_log(score)[-1] == (events.FAILED, {"error_message": score.error_message})
+    # The reply's tail is kept for staff; every dashboard is told why in the service's words.
+    assert event_log(score)[-1] == (events.FAILED, {"error_message": "the judge's reply had no 0-100 score"})
 
 
 def test_no_judge_model_configured_fails_with_what_to_set(settings, fake_llm):
@@ -508,6 +509,17 @@ def test_a_failure_is_copied():
     services.fail_scoring(score.score_id, "judge LLM timed out")
 
     assert copy_on_session(session) == (score.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_failures_event_says_why_in_the_services_words_and_the_score_keeps_the_record():
+    score = request(make_session())
+    recorded = "judge LLM provider error (401) after 1 attempt: Incorrect API key provided: sk-proj-abc***xyz"
+
+    services.fail_scoring(score.score_id, recorded)
+
+    event = ScoringEvent.objects.get(score_id=score.score_id, event_type="scoring.failed")
+    assert event.fields["error_message"] == "the judge model's provider answered with an error"
+    assert SessionScore.objects.get(pk=score.pk).error_message == recorded
 
 
 def test_an_orphan_failed_by_the_cleanup_is_copied(settings):

@@ -9,6 +9,7 @@ from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scoring import failures
 from scoring.api.errors import DetailErrorSerializer
 from scoring.api.insights import filter_fields
 from scoring.api.throttles import ScoreRequestThrottle
@@ -76,6 +77,10 @@ class ReportSerializer(serializers.ModelSerializer):
             "input_tokens": {"help_text": "Tokens sent, over all its judge calls."},
             "output_tokens": {"help_text": "Tokens received, over all its judge calls."},
             "cost_usd": {"help_text": "Cost of its judge calls; null when litellm does not know the model's price."},
+            "error_message": {
+                "help_text": "Why it failed; null unless failed. Staff get the error as recorded (a "
+                "provider's own text included); anyone else a reason in this service's words."
+            },
         }
 
 
@@ -199,4 +204,6 @@ class ReportDetailView(APIView):
         report = reports.get_report(key) if key is not None else None
         if report is None:
             raise NotFound(f"report {report_id} not found")
-        return Response(_REPORT.to_representation(report))
+        data = _REPORT.to_representation(report)
+        data["error_message"] = failures.for_caller(data["error_message"], request.user, report=True)
+        return Response(data)

@@ -3,6 +3,7 @@
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
@@ -144,6 +145,22 @@ def test_past_the_report_rate_a_user_gets_429_with_retry_after(operator_client, 
     assert 3590 <= int(answers[-1].headers["Retry-After"]) <= 3600
     assert answers[-1].json()["detail"].startswith("alice has requested 2 reports within the last hour")
     assert InsightReport.objects.count() == 2
+
+
+def test_a_failed_report_says_why_in_the_services_words_to_users_and_as_recorded_to_staff(operator_client):
+    recorded = "judge LLM provider error (500): upstream https://llm-gateway.internal:8443 said no"
+    report = InsightReport.objects.create(
+        status="failed", requested_by="alice", requested_at_us=1, error_message=recorded
+    )
+    staff = APIClient()
+    staff.force_authenticate(User.objects.create_user("operator", is_staff=True))
+
+    for_user, for_staff = (
+        client.get(f"{URL}{report.report_id}").json() for client in (operator_client, staff)
+    )
+
+    assert for_user["error_message"] == "the judge model's provider answered with an error"
+    assert for_staff["error_message"] == recorded
 
 
 @pytest.mark.parametrize("report_id", [str(uuid.uuid4()), "not-a-uuid"])
