@@ -11,6 +11,8 @@ import uuid
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q
+from django.db.models.functions import Left
+from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
@@ -21,6 +23,7 @@ from django.utils.html import format_html, format_html_join
 from scoring import batches, selectors, services
 from scoring.judge import rendering
 from scoring.models import (
+    REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     InsightReport,
     ReviewVerdict,
@@ -212,7 +215,9 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Score", ordering="latest_total_score")
     def score(self, session):
-        shown = badge_html(session.latest_status, session.latest_total_score, session.latest_error_message)
+        shown = badge_html(
+            session.latest_status, session.latest_total_score, session.latest_error_message, as_recorded=True
+        )
         if session.latest_score_id is None:
             return shown
         if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
@@ -314,17 +319,46 @@ class ReviewForm(forms.Form):
         widget=forms.NumberInput(attrs={"form": REVIEW_FORM_ID}),
     )  # fmt: skip
     note = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 3, "form": REVIEW_FORM_ID}), required=False, label="Why"
+        widget=forms.Textarea(attrs={"rows": 3, "form": REVIEW_FORM_ID}),
+        required=False,
+        label="Why",
+        max_length=REVIEW_NOTE_MAX_CHARS,
     )
+
+
+# The score page lists this many reviews, the newest; every review is on the reviews list, paged.
+REVIEWS_ON_SCORE_PAGE = 20
+
+
+class NewestReviews(BaseInlineFormSet):
+    def get_queryset(self):
+        return super().get_queryset()[:REVIEWS_ON_SCORE_PAGE]
+
+
+def reviews_with_short_notes(reviews, length: int):
+    """``reviews`` with their reviewers and the start of their notes (``note_start``), not the
+    notes themselves: a note is capped when recorded, but one recorded before could be megabytes."""
+    return reviews.select_related("reviewer").defer("note").annotate(note_start=Left("note", length))
 
 
 class ScoreReviewInline(admin.TabularInline):
     model = ScoreReview
-    fields = ["reviewed", "reviewer", "verdict", "reviewer_score", "note"]
+    formset = NewestReviews
+    fields = ["reviewed", "reviewer", "verdict", "reviewer_score", "note_view"]
     readonly_fields = fields
     extra = 0
     can_delete = False
     verbose_name = "human review"
+    verbose_name_plural = (
+        f"human reviews (the newest {REVIEWS_ON_SCORE_PAGE}: all of them under “Human reviews” above)"
+    )
+
+    def get_queryset(self, request):
+        return reviews_with_short_notes(super().get_queryset(request), REVIEW_NOTE_MAX_CHARS)
+
+    @admin.display(description="Note")
+    def note_view(self, review):
+        return review.note_start
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -359,7 +393,8 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     fields = [
         "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "coverage", "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "waiting_reason",
-        "warnings", "dimensions_view", "missing_tool_names", "session_changed_view", "score_analysis_html", "missing_tools_html",
+        "warnings", "dimensions_view", "missing_tool_names", "session_changed_view", "reviews_view",
+        "score_analysis_html", "missing_tools_html",
     ]  # fmt: skip
     readonly_fields = fields
     inlines = [ScoreReviewInline]
@@ -438,7 +473,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Total", ordering="total_score")
     def score(self, score):
-        return badge_html(score.status, score.total_score, score.error_message)
+        return badge_html(score.status, score.total_score, score.error_message, as_recorded=True)
 
     @admin.display(description="Judge samples")
     def samples(self, score):
@@ -496,6 +531,17 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
             return "not reviewed"
         return f"{score.agree_count} agree, {score.disagree_count} disagree"
 
+    @admin.display(description="Human reviews")
+    def reviews_view(self, score):
+        reviewed = score.agree_count + score.disagree_count
+        if not reviewed:
+            return "not reviewed"
+        every = reverse("admin:scoring_scorereview_changelist") + f"?score={score.score_id}"
+        return format_html(
+            '{} agree, {} disagree: <a href="{}">all {} reviews</a>',
+            score.agree_count, score.disagree_count, every, reviewed,
+        )  # fmt: skip
+
     @admin.display(description="Session changed since")
     def session_changed_view(self, score):
         return SESSION_CHANGED_TEXT[score.session_changed]
@@ -516,6 +562,33 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     @admin.display(description="Missing tools")
     def missing_tools_html(self, score):
         return render_to_string("scoring/_markdown.html", {"text": score.missing_tools_analysis})
+
+
+@admin.register(ScoreReview)
+class ScoreReviewAdmin(ReadOnly, admin.ModelAdmin):
+    """Every human review, newest first, 100 a page (a score's page lists its newest
+    ``REVIEWS_ON_SCORE_PAGE`` and links here for the rest); recorded on the score's page."""
+
+    list_display = ["reviewed", "score_link", "reviewer", "verdict", "reviewer_score", "note_view"]
+    list_filter = ["verdict"]
+    list_per_page = 100
+    show_full_result_count = False  # the count above the filters: one query less on a large table
+
+    def get_queryset(self, request):
+        return reviews_with_short_notes(super().get_queryset(request), 200)
+
+    @admin.display(description="Reviewed", ordering="created_at")
+    def reviewed(self, review):
+        return utc_datetime(review.created_at)
+
+    @admin.display(description="Score")
+    def score_link(self, review):
+        url = reverse("admin:scoring_sessionscore_change", args=[review.score_id])
+        return format_html('<a href="{}">{}</a>', url, str(review.score_id)[:8])
+
+    @admin.display(description="Note")
+    def note_view(self, review):
+        return review.note_start if len(review.note_start) < 200 else review.note_start[:199] + "…"
 
 
 @admin.register(InsightReport)

@@ -7,7 +7,8 @@ those headers, so they are believed only from an address in
 
 From a trusted address, a named user is refused (``ProxyIdentityRefused``)
 when the account is deactivated, when the name does not fit a user name (it is
-never cut, which could merge two identities), or when the request also carries
+never cut, which could merge two identities), when it is one the service's own
+processes record (``scoring.identities``: the sync's), or when the request also carries
 an identity header spelled with underscores (``X_Forwarded_User``): WSGI and
 Django's ASGI handler turn ``_`` and ``-`` into the same ``HTTP_X_FORWARDED_USER``,
 so a client could add its own header beside the one the proxy sets (the
@@ -28,6 +29,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.permissions import SAFE_METHODS
+
+from scoring import identities
 
 PROXY_USER_HEADERS = ("HTTP_X_FORWARDED_USER", "HTTP_X_FORWARDED_EMAIL")
 # The same headers as sent, lower-cased (ASGI scopes keep a header's own spelling).
@@ -53,15 +56,26 @@ def is_trusted_proxy(remote_addr: str | None) -> bool:
 
 
 def client_address(request) -> str | None:
-    """The address a request came from: behind a trusted proxy, the last one it
-    added to ``X-Forwarded-For`` (earlier ones the client may have written
-    itself); otherwise the peer's. Sign-in throttling counts failures by it."""
+    """The address a request came from, by which sign-in failures are counted.
+
+    From a trusted proxy, the address that the first of ``TRUSTED_PROXY_HOPS`` proxies
+    added to ``X-Forwarded-For``: each proxy appends the address it was reached from, so
+    that entry is the ``TRUSTED_PROXY_HOPS``-th from the right (entries to its left are the
+    client's own writing). With fewer entries, the leftmost (a request that came through
+    fewer proxies). Otherwise, or when that entry is not an address, the peer's.
+    """
     peer = request.META.get("REMOTE_ADDR")
-    if is_trusted_proxy(peer):
-        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")[-1].strip()
-        if forwarded:
-            return forwarded
-    return peer
+    if not is_trusted_proxy(peer):
+        return peer
+    entries = [entry.strip() for entry in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")]
+    entries = [entry for entry in entries if entry]
+    if not entries:
+        return peer
+    forwarded = entries[max(0, len(entries) - settings.TRUSTED_PROXY_HOPS)]
+    try:
+        return str(ipaddress.ip_address(forwarded))
+    except ValueError:
+        return peer
 
 
 def smuggled_header(raw_headers) -> str | None:
@@ -96,6 +110,11 @@ def proxy_username(meta: dict, raw_headers=()) -> str | None:
                 f"{header[5:].replace('_', '-').title()} is {len(value)} characters long; "
                 f"user names have at most {longest}"
             )
+        if value and identities.reserved_prefix(value):
+            raise ProxyIdentityRefused(
+                f"names starting with {identities.reserved_prefix(value)!r} are the service's own "
+                "(its sync, imports and commands)"
+            )
         if value:
             return value
     return None
@@ -127,6 +146,24 @@ def may_sign_in_by_proxy(user) -> bool:
     sessions, say) need that account's own login; otherwise anyone the proxy
     knows as "admin" would be the admin."""
     return not (user.is_staff or user.is_superuser)
+
+
+def revoked_listeners(listeners: set[tuple[int, bool]]) -> dict[tuple[int, bool], str]:
+    """Of ``listeners`` ((user id, signed in by proxy) of open WebSocket connections), those
+    who may no longer listen, with why: the account was deleted or deactivated, or, for a
+    proxy sign-in, it is staff now (its proxy name no longer signs in, as on REST)."""
+    users = get_user_model().objects.filter(pk__in={user_id for user_id, _ in listeners})
+    known = {user.pk: user for user in users.only("pk", "is_active", "is_staff", "is_superuser")}
+    revoked = {}
+    for user_id, by_proxy in listeners:
+        user = known.get(user_id)
+        if user is None:
+            revoked[user_id, by_proxy] = "the account was deleted"
+        elif not user.is_active:
+            revoked[user_id, by_proxy] = "the account is deactivated"
+        elif by_proxy and not may_sign_in_by_proxy(user):
+            revoked[user_id, by_proxy] = "the account is staff: its proxy name no longer signs in"
+    return revoked
 
 
 def _enforce_csrf(request) -> None:

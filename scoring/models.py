@@ -321,6 +321,9 @@ class InsightReport(models.Model):
     # The insight filters it covers (InsightFilters.as_params()) and the scores it read.
     filters = models.JSONField(default=dict, blank=True)
     score_ids = models.JSONField(default=list, blank=True)
+    # SHA-256 of the judge model configured at the request and the sorted score ids: a request
+    # with the same digest would write the same report (scoring.insights.reports.request_report).
+    inputs_digest = models.CharField(max_length=64, blank=True, default="")
     requested_by = models.CharField(max_length=255)
     requested_at_us = models.BigIntegerField()
     started_at_us = models.BigIntegerField(null=True, blank=True)
@@ -338,7 +341,11 @@ class InsightReport(models.Model):
     class Meta:
         db_table = "insight_reports"
         ordering = ["-requested_at_us"]
-        indexes = [models.Index(fields=["status", "requested_at_us"], name="ix_insight_reports_status")]
+        indexes = [
+            models.Index(fields=["status", "requested_at_us"], name="ix_insight_reports_status"),
+            models.Index(fields=["inputs_digest"], name="ix_insight_reports_inputs"),
+            models.Index(fields=["requested_by", "requested_at_us"], name="ix_insight_reports_requester"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=["pending", "in_progress", "completed", "failed"]),
@@ -461,6 +468,11 @@ class ScoringEvent(models.Model):
 class ReviewVerdict(models.TextChoices):
     AGREE = "agree", "Agree"
     DISAGREE = "disagree", "Disagree"
+
+
+# The longest note a review may carry (characters, after trimming): a note is shown beside the
+# review on every page and answer that lists it (the agreement's largest differences too).
+REVIEW_NOTE_MAX_CHARS = 10_000
 
 
 class ScoreReview(models.Model):

@@ -249,6 +249,11 @@ def _in_progress_count() -> PrecompiledQuery:
     return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
 
 
+def reports_in_progress_count() -> int:
+    """MCP reports in progress across all workers, which SCORING_REPORT_SLOT_SHARE bounds."""
+    return InsightReport.objects.filter(status=ScoringStatus.IN_PROGRESS).count()
+
+
 def any_pending_report() -> bool:
     """Whether an MCP report waits for a worker: every claim asks first."""
     return bool(_any_pending_report().rows())

@@ -22,11 +22,12 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 from django.db.models import Subquery
 from django.db.models.sql import UpdateQuery
 
-from scoring import selectors
+from scoring import failures, selectors
 from scoring.jobs import queue
 from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
+    REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     MissingTool,
     ReviewVerdict,
@@ -660,7 +661,8 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
     return _transition(
         score_id,
         Status.FAILED,
-        event_fields={"error_message": reason},
+        # The event goes to every dashboard: it says why in the service's words (scoring/failures.py).
+        event_fields={"error_message": failures.shown_reason(reason)},
         error_message=reason,
         completed_at_us=now_us(),
     )
@@ -792,11 +794,14 @@ def record_review(*, score_id, reviewer, verdict: str, reviewer_score, note: str
         )
     if reviewer is None or not reviewer.is_authenticated:
         raise ReviewRejected("a review needs a signed-in reviewer")
+    note = note.strip()
+    if len(note) > REVIEW_NOTE_MAX_CHARS:
+        raise ReviewRejected(f"the note is {len(note):,} characters long; at most {REVIEW_NOTE_MAX_CHARS:,}")
     score = SessionScore.objects.only("score_id", "status").filter(pk=score_id).first()
     if score is None:
         raise ScoreNotFound(selectors.no_such_score(score_id))
     if score.status != Status.COMPLETED:
         raise ReviewRejected(f"score {score_id} is {score.status}; only completed scores can be reviewed")
     return ScoreReview.objects.create(
-        score=score, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score, note=note.strip()
+        score=score, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score, note=note
     )

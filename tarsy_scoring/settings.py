@@ -105,6 +105,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    # A browser that signs in by password is known to that account from then on (scoring/signin.py).
+    "scoring.signin.KnownClientMiddleware",
     # Last, as django-axes requires: it turns a locked-out sign-in into its 429 page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -184,23 +186,34 @@ LOGOUT_REDIRECT_URL = "scoring:login"
 # after LOGIN_FAILURE_LIMIT failures for one user name from one address, that pair is
 # refused (HTTP 429) for LOGIN_LOCKOUT_S, even with the right password. Locking by
 # address alone would lock everyone out behind oauth2-proxy (one address for all);
-# by name alone would let anyone lock an operator out from anywhere. Failures are
-# kept in the database, so every web process counts them. `manage.py axes_reset`
-# lifts every lockout (docs/deploy.md).
+# by name alone would let anyone lock an operator out from anywhere. Past
+# LOGIN_ACCOUNT_FAILURE_LIMIT failures of one name from every address within
+# LOGIN_LOCKOUT_S, the name is refused to the browsers that never signed in to it
+# (scoring/signin.py). Failures are kept in the database, so every web process counts
+# them. `manage.py axes_reset` lifts every lockout (docs/deploy.md).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_number("LOGIN_FAILURE_LIMIT", 5, int)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_number("LOGIN_ACCOUNT_FAILURE_LIMIT", 20, int)
 _login_lockout_s = env_number("LOGIN_LOCKOUT_S", 900, int)
-for _name, _value in (("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT), ("LOGIN_LOCKOUT_S", _login_lockout_s)):
+for _name, _value in (
+    ("LOGIN_FAILURE_LIMIT", AXES_FAILURE_LIMIT),
+    ("LOGIN_ACCOUNT_FAILURE_LIMIT", LOGIN_ACCOUNT_FAILURE_LIMIT),
+    ("LOGIN_LOCKOUT_S", _login_lockout_s),
+):
     if _value < 1:
         raise ImproperlyConfigured(f"{_name}={_value} is too small (at least 1)")
 AXES_COOLOFF_TIME = timedelta(seconds=_login_lockout_s)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "scoring.signin.SignInHandler"
 # Behind oauth2-proxy the peer is the proxy for everyone: count by the address it forwards.
 AXES_CLIENT_IP_CALLABLE = "scoring.auth.client_address"
 AXES_RESET_ON_SUCCESS = True
+# A refused attempt (its password unchecked) is not a failure: a lockout ends LOGIN_LOCKOUT_S
+# after the failure that caused it, however often it is knocked on meanwhile.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_VERBOSE = False  # no banner in every process's log
 
 
@@ -215,6 +228,12 @@ def env_networks(name: str, default: str):
 # Addresses (or CIDR ranges) of the oauth2-proxy in front of us. Only requests
 # from these may name their user in X-Forwarded-User / X-Forwarded-Email.
 TRUSTED_PROXY_IPS = env_networks("TRUSTED_PROXY_IPS", "127.0.0.1/32,::1/128")
+# How many proxies, the one in TRUSTED_PROXY_IPS included, each append to X-Forwarded-For: the
+# client's address is the entry this many from its right (scoring.auth.client_address). TARSy's
+# layout, an OpenShift router then oauth2-proxy as a sidecar on loopback, is 2.
+TRUSTED_PROXY_HOPS = env_number("TRUSTED_PROXY_HOPS", 1, int)
+if TRUSTED_PROXY_HOPS < 1:
+    raise ImproperlyConfigured(f"TRUSTED_PROXY_HOPS={TRUSTED_PROXY_HOPS} is too small (at least 1)")
 
 # --- Internationalisation, static files --------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -326,6 +345,18 @@ SCORING_REPORT_TIMEOUT_S = env_number("SCORING_REPORT_TIMEOUT_S", 900, int)
 SCORING_REPORT_WINDOW_TOKENS = env_number("SCORING_REPORT_WINDOW_TOKENS", 0, int)
 # A report reads the missing-tools analyses of at most this many scores, the newest.
 SCORING_REPORT_MAX_SCORES = env_number("SCORING_REPORT_MAX_SCORES", 500, int)
+# A request that would read the same scores with the same judge model as a report completed this
+# long ago or less gets that report (one pending or in progress, whatever its age); 0: only those.
+SCORING_REPORT_REUSE_S = env_number("SCORING_REPORT_REUSE_S", 86400, int)
+# The share of the judge slots reports may hold at once, of each worker process's and of
+# SCORING_MAX_IN_FLIGHT (one at least), so that scorings keep moving behind a queue of reports.
+SCORING_REPORT_SLOT_SHARE = env_number("SCORING_REPORT_SLOT_SHARE", 0.25)
+if SCORING_REPORT_REUSE_S < 0:
+    raise ImproperlyConfigured(f"SCORING_REPORT_REUSE_S={SCORING_REPORT_REUSE_S} is too small (at least 0)")
+if not 0 < SCORING_REPORT_SLOT_SHARE <= 1:
+    raise ImproperlyConfigured(
+        f"SCORING_REPORT_SLOT_SHARE={SCORING_REPORT_SLOT_SHARE:g} is out of range (above 0, at most 1)"
+    )
 
 Q_CLUSTER = {
     "name": "tarsy-scoring",
@@ -489,11 +520,15 @@ SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 36
 # limit. The counts live in the cache: per process without REDIS_URL, so with several web
 # processes set REDIS_URL to make the limit hold across them.
 SCORING_POST_RATE = os.environ.get("SCORING_POST_RATE", "30/min").strip()
-if SCORING_POST_RATE and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", SCORING_POST_RATE):
-    raise ImproperlyConfigured(
-        f"SCORING_POST_RATE={SCORING_POST_RATE!r} is not a rate: use <count>/<s|min|h|day> (e.g. 30/min), "
-        "or leave it empty for no limit"
-    )
+# MCP reports each user may have queued within the period, counted in the database (so in every
+# process); a request answered with an existing report is free. Also "<count>/<period>" or "".
+SCORING_REPORT_RATE = os.environ.get("SCORING_REPORT_RATE", "10/h").strip()
+for _name, _rate in (("SCORING_POST_RATE", SCORING_POST_RATE), ("SCORING_REPORT_RATE", SCORING_REPORT_RATE)):
+    if _rate and not re.fullmatch(r"\d+/(s|sec|second|m|min|minute|h|hour|d|day)", _rate):
+        raise ImproperlyConfigured(
+            f"{_name}={_rate!r} is not a rate: use <count>/<s|min|h|day> (e.g. 30/min), "
+            "or leave it empty for no limit"
+        )
 
 # --- Production and observability ------------------------------------------------------------
 # All off by default, so a laptop install on plain HTTP keeps working

@@ -1,9 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularRedocView, SpectacularSwaggerSplitView
 
 from scoring import views as scoring_views
+from scoring.api.schema import CachedSchemaView
 from scoring.ops import views as ops_views
 from tarsy_scoring.csp import third_party_page
 
@@ -27,7 +28,8 @@ urlpatterns = [
     path("", include("scoring.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", include("scoring.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Made once per process: it only changes with the code (scoring/api/schema.py).
+    path("api/schema/", CachedSchemaView.as_view(), name="schema"),
     # The split view serves Swagger UI's start script as a file, not inline.
     path(
         "api/docs/",

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from scoring import services
+from scoring.admin import REVIEWS_ON_SCORE_PAGE
 from scoring.models import AlertSession, InsightReport, ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 
@@ -363,6 +364,29 @@ def test_reviews_show_their_time_in_utc_as_every_other_time(admin_client, admin_
     )
     page = admin_client.get(score_page(score)).content.decode()
     assert "2026-03-04 05:06:07 UTC" in page
+
+
+def notes_shown(page: str) -> list[str]:
+    return re.findall(r"<td class=\"field-note_view\">\s*(?:<p>)?(note \d+)", page)
+
+
+def test_the_score_page_lists_the_newest_reviews_and_links_to_all_of_them(admin_client, admin_user, score):
+    def reviewed(of, value):
+        return ScoreReview(score=of, reviewer=admin_user, verdict="agree", reviewer_score=value,
+                           note=f"note {value}")  # fmt: skip
+
+    ScoreReview.objects.bulk_create(reviewed(score, value) for value in range(101))
+    ScoreReview.objects.create(score=make_score(make_session(), total_score=50), reviewer=admin_user,
+                               verdict="agree", reviewer_score=50, note="another score's")  # fmt: skip
+
+    page = admin_client.get(score_page(score)).content.decode()
+
+    assert notes_shown(page) == [f"note {value}" for value in range(100, 100 - REVIEWS_ON_SCORE_PAGE, -1)]
+    every = re.search(r'101 agree, 0 disagree: <a href="([^"]+)">all 101 reviews</a>', page).group(1)
+    assert every == f"/admin/scoring/scorereview/?score={score.score_id}"
+    first, second = (admin_client.get(every + query).content.decode() for query in ("", "&p=2"))
+    assert notes_shown(first) == [f"note {value}" for value in range(100, 0, -1)]  # 100 a page, newest first
+    assert notes_shown(second) == ["note 0"]
 
 
 def test_admin_refuses_an_invalid_review_with_the_reason(admin_client, score):

@@ -6,6 +6,7 @@ from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.core.asgi import get_asgi_application
 from django.db import connection
+from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -200,6 +201,24 @@ def test_a_proxy_name_longer_than_a_user_name_is_refused_not_cut(db):
     assert usernames() == {fits}
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "name", ["tarsy-sync:worker", "TARSY-SYNC:cli:root", "sync_sessions:https://tarsy", "cli:root"]
+)
+def test_a_proxy_name_of_the_services_own_processes_is_refused(name):
+    """The sync's identity (its scorings, and their daily cap) is no one's to take."""
+    refused = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER=name)
+    by_email = APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_EMAIL=name)
+
+    assert refused.status_code == by_email.status_code == 403
+    prefix = name.split(":")[0].lower()
+    assert refused.json()["detail"].startswith(f"sign-in refused: names starting with '{prefix}:'")
+    assert websocket_refused([(b"x-forwarded-user", name.encode())])
+    assert usernames() == set()
+    # A name that only looks like one is an ordinary user.
+    assert APIClient().get(SESSIONS_URL, HTTP_X_FORWARDED_USER="tarsy-sync-bot").status_code == 200
+
+
 def asgi_get(path: str, headers: list[tuple[bytes, bytes]]):
     """GET ``path`` through Django's ASGI handler from loopback, headers exactly as sent."""
     communicator = HttpCommunicator(get_asgi_application(), "GET", path, headers=headers)
@@ -254,3 +273,29 @@ def test_the_websocket_refuses_deactivated_long_and_smuggled_proxy_identities():
     for headers in SMUGGLED:
         assert websocket_refused(headers), headers
     assert usernames() == {"alice", "mallory"}
+
+
+# --- The client's address, for sign-in throttling ----------------------------------------------------
+
+
+def address_of(peer: str, forwarded: str | None = None) -> str | None:
+    headers = {} if forwarded is None else {"HTTP_X_FORWARDED_FOR": forwarded}
+    return auth.client_address(RequestFactory().get("/", REMOTE_ADDR=peer, **headers))
+
+
+def test_from_a_trusted_proxy_the_client_is_the_entry_the_first_of_its_hops_appended(settings):
+    written_by_the_client = "6.6.6.6"
+    settings.TRUSTED_PROXY_HOPS = 1
+    assert address_of("127.0.0.1", f"{written_by_the_client}, 203.0.113.9") == "203.0.113.9"
+    # TARSy's layout: the router appends the client, oauth2-proxy (the peer, on loopback) the router.
+    settings.TRUSTED_PROXY_HOPS = 2
+    assert address_of("127.0.0.1", f"{written_by_the_client}, 203.0.113.9, 10.128.2.1") == "203.0.113.9"
+    assert address_of("127.0.0.1", "203.0.113.9") == "203.0.113.9"  # through fewer proxies: the leftmost
+
+
+def test_the_peer_is_the_client_when_it_is_no_trusted_proxy_or_names_no_address(settings):
+    settings.TRUSTED_PROXY_HOPS = 2
+    assert address_of("198.51.100.4", "203.0.113.9, 10.128.2.1") == "198.51.100.4"
+    assert address_of("127.0.0.1") == "127.0.0.1"
+    assert address_of("127.0.0.1", " , ") == "127.0.0.1"
+    assert address_of("127.0.0.1", "not-an-address, 10.128.2.1") == "127.0.0.1"

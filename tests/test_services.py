@@ -16,6 +16,7 @@ from scoring import batches, services
 from scoring.judge import circuit, rendering
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, PROMPT_HASH, RESTATE_SCORE_PROMPT
 from scoring.models import (
+    REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     JudgePacing,
     ReviewVerdict,
@@ -202,7 +203,8 @@ def test_no_usable_score_even_after_restating_fails_with_the_reply_tail(judge_ll
     assert "no 0-100 score on its last line" in score.error_message
     assert repr(turn1[-500:]) in score.error_message
     assert len(judge_llm.requests) == 2  # no turn 2 after a failed extraction
-    assert event_log(score)[-1] == (events.FAILED, {"error_message": score.error_message})
+    # The reply's tail is kept for staff; every dashboard is told why in the service's words.
+    assert event_log(score)[-1] == (events.FAILED, {"error_message": "the judge's reply had no 0-100 score"})
 
 
 def test_no_judge_model_configured_fails_with_what_to_set(settings, fake_llm):
@@ -426,6 +428,18 @@ def test_bad_reviews_are_refused_saying_why(score, reviewer, verdict, reviewer_s
         )
 
 
+def test_a_note_over_the_limit_is_refused_saying_so(score, reviewer):
+    longest = "x" * REVIEW_NOTE_MAX_CHARS
+    services.record_review(
+        score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80, note=longest
+    )
+    with pytest.raises(services.ReviewRejected, match=r"the note is 10,001 characters long; at most 10,000"):
+        services.record_review(
+            score_id=score.score_id, reviewer=reviewer, verdict="agree", reviewer_score=80, note=longest + "x"
+        )
+    assert score.reviews.count() == 1
+
+
 def test_edges_of_the_score_range_are_accepted(score, reviewer):
     for value in (0, 100):
         services.record_review(
@@ -495,6 +509,17 @@ def test_a_failure_is_copied():
     services.fail_scoring(score.score_id, "judge LLM timed out")
 
     assert copy_on_session(session) == (score.score_id, "failed", None, PROMPT_HASH)
+
+
+def test_a_failures_event_says_why_in_the_services_words_and_the_score_keeps_the_record():
+    score = request(make_session())
+    recorded = "judge LLM provider error (401) after 1 attempt: Incorrect API key provided: sk-proj-abc***xyz"
+
+    services.fail_scoring(score.score_id, recorded)
+
+    event = ScoringEvent.objects.get(score_id=score.score_id, event_type="scoring.failed")
+    assert event.fields["error_message"] == "the judge model's provider answered with an error"
+    assert SessionScore.objects.get(pk=score.pk).error_message == recorded
 
 
 def test_an_orphan_failed_by_the_cleanup_is_copied(settings):

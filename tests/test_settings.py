@@ -153,6 +153,22 @@ def test_booleans_and_lists_are_parsed(tmp_path):
     assert proxies == ["10.1.0.0/16", "10.2.3.4/32"]
 
 
+def test_the_proxy_hops_and_the_accounts_failure_cap_are_read(tmp_path):
+    names = "settings.TRUSTED_PROXY_HOPS, settings.LOGIN_ACCOUNT_FAILURE_LIMIT"
+    assert settings_values(tmp_path, names) == [1, 20]
+    assert settings_values(tmp_path, names, TRUSTED_PROXY_HOPS="2", LOGIN_ACCOUNT_FAILURE_LIMIT="8") == [2, 8]
+
+
+def test_the_report_settings_are_read(tmp_path):
+    names = ", ".join(
+        f"settings.SCORING_REPORT_{name}" for name in ("RATE", "REUSE_S", "SLOT_SHARE")
+    )
+    assert settings_values(tmp_path, names) == ["10/h", 86400, 0.25]
+    assert settings_values(
+        tmp_path, names, SCORING_REPORT_RATE="", SCORING_REPORT_REUSE_S="0", SCORING_REPORT_SLOT_SHARE="0.5"
+    ) == ["", 0, 0.5]
+
+
 def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
     assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS") is True
     assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS", TARSY_SYNC_EVENTS="false") is False
@@ -165,6 +181,12 @@ def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
         ("SCORING_LLM_TIMEOUT_S", "soon", "SCORING_LLM_TIMEOUT_S='soon' is not a number"),
         ("SCORING_WORKERS", "2.5", "SCORING_WORKERS='2.5' is not a number"),
         ("TRUSTED_PROXY_IPS", "10.0.0.300", "TRUSTED_PROXY_IPS:"),
+        ("TRUSTED_PROXY_HOPS", "0", "TRUSTED_PROXY_HOPS=0 is too small (at least 1)"),
+        ("LOGIN_ACCOUNT_FAILURE_LIMIT", "0", "LOGIN_ACCOUNT_FAILURE_LIMIT=0 is too small (at least 1)"),
+        ("SCORING_REPORT_RATE", "often", "SCORING_REPORT_RATE='often' is not a rate"),
+        ("SCORING_REPORT_REUSE_S", "-1", "SCORING_REPORT_REUSE_S=-1 is too small (at least 0)"),
+        ("SCORING_REPORT_SLOT_SHARE", "0", "SCORING_REPORT_SLOT_SHARE=0 is out of range (above 0,"),
+        ("SCORING_REPORT_SLOT_SHARE", "1.5", "SCORING_REPORT_SLOT_SHARE=1.5 is out of range (above 0,"),
         ("SCORING_JUDGE_SAMPLES", "three", "SCORING_JUDGE_SAMPLES='three' is not a number"),
         ("SCORING_JUDGE_SAMPLES", "0", "SCORING_JUDGE_SAMPLES=0 is out of range (from 1 to 10)"),
         ("SCORING_JUDGE_SAMPLES", "11", "SCORING_JUDGE_SAMPLES=11 is out of range (from 1 to 10)"),

@@ -148,13 +148,13 @@ def test_list_names_each_alert_and_sums_it_up(admin_client):
 def test_a_failed_score_in_the_list_says_why_and_offers_a_retry(admin_client):
     # A session TARSy failed, whose scoring failed too: two different things.
     failed = make_session(status="failed", judge_prompt_chars=400_000)
-    make_score(failed, status="failed", error_message="judge LLM timed out after 3 attempts <b>")
+    make_score(failed, status="failed", error_message="orphaned: queued for over 1 s <b>")
     page = admin_client.get(LIST_URL).content.decode()
     row = page[page.index(f'data-session-row="{failed.session_id}"') :]
     row = row[: row.index("</tr>")]
     assert 'data-label="TARSy status"><span class="status status-failed">Failed</span>' in row
     # The reason on hover (the badge) and in the row.
-    reason = "judge LLM timed out after 3 attempts &lt;b&gt;"
+    reason = "orphaned: queued for over 1 s &lt;b&gt;"  # the service's own words, shown as recorded
     assert f'badge-failed" title="Scoring failed: {reason}">Scoring failed<' in row
     assert f'data-score-error="{failed.session_id}">{reason}</p>' in row
     assert f"data-score-button data-force data-session-id=\"{failed.session_id}\">Retry</button>" in row
@@ -301,14 +301,27 @@ def test_unstable_scores_have_their_own_filter_and_show_their_samples(admin_clie
 
 
 @pytest.mark.django_db
+def test_the_pages_say_why_a_scoring_failed_in_the_services_words_not_the_providers(admin_client):
+    session = make_session()
+    recorded = "judge LLM provider error (401): key sk-proj-abc***xyz"
+    make_score(session, status="failed", error_message=recorded)
+
+    pages = admin_client.get(LIST_URL).content.decode() + score_view(admin_client, session)
+
+    assert "sk-proj" not in pages
+    # The badge, the list's row, the score panel.
+    assert pages.count("the judge model&#x27;s provider answered with an error") >= 3
+
+
+@pytest.mark.django_db
 def test_failed_scoring_shows_its_error_and_offers_a_rescore(admin_client):
     session = make_session()
-    make_score(session, status="failed", error_message="judge LLM timed out <b>badly</b>")
+    make_score(session, status="failed", error_message="worker shut down <b>badly</b>")
     view = score_view(admin_client, session)
-    assert "Scoring failed." in view and "judge LLM timed out &lt;b&gt;badly&lt;/b&gt;" in view
+    assert "Scoring failed." in view and "worker shut down &lt;b&gt;badly&lt;/b&gt;" in view
     assert "data-score-button data-force" in view
     history = view[view.index("Scoring history") :]
-    assert 'title="Scoring failed: judge LLM timed out &lt;b&gt;badly&lt;/b&gt;"' in history
+    assert 'title="Scoring failed: worker shut down &lt;b&gt;badly&lt;/b&gt;"' in history
 
 
 @pytest.mark.django_db
@@ -573,8 +586,8 @@ def test_an_unreadable_insights_filter_is_a_400_that_says_which(admin_client, fl
             "<h2>Build first: pods_log</h2>",
         ),
         (
-            {"status": "failed", "error_message": "judge LLM timed out"},
-            "The report failed.</strong> judge LLM timed out",
+            {"status": "failed", "error_message": "judge LLM timed out: provider says <b>"},
+            "The report failed.</strong> the judge model&#x27;s provider answered with an error",
         ),
         ({"status": "in_progress"}, "data-report-running="),
     ],

@@ -5,10 +5,11 @@ import uuid
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scoring import failures
 from scoring.api.errors import DetailErrorSerializer
 from scoring.api.insights import filter_fields
 from scoring.api.throttles import ScoreRequestThrottle
@@ -76,6 +77,10 @@ class ReportSerializer(serializers.ModelSerializer):
             "input_tokens": {"help_text": "Tokens sent, over all its judge calls."},
             "output_tokens": {"help_text": "Tokens received, over all its judge calls."},
             "cost_usd": {"help_text": "Cost of its judge calls; null when litellm does not know the model's price."},
+            "error_message": {
+                "help_text": "Why it failed; null unless failed. Staff get the error as recorded (a "
+                "provider's own text included); anyone else a reason in this service's words."
+            },
         }
 
 
@@ -117,17 +122,23 @@ class ReportListView(APIView):
             "Queues a report (202): the judge model reads the missing-tools analyses of the selected "
             "sessions' newest completed scores and writes which tools or MCP servers to build first, "
             "why, the evidence and the expected effect. Poll GET .../reports/{report_id} until it is "
-            "completed or failed. While a report on the same filters is pending or in progress, that "
-            "one is returned. 400 when a filter cannot be read or no selected score has a "
-            "missing-tools analysis."
+            "completed or failed. A request that an existing report answers gets that one (202 with "
+            "its id and status, whatever the status): a report on the same filters pending or in "
+            "progress, or one that reads the same scores with the same judge model, pending, in "
+            "progress, or completed within SCORING_REPORT_REUSE_S. 400 when a filter cannot be read "
+            "or no selected score has a missing-tools analysis; 429 when the user has queued "
+            "SCORING_REPORT_RATE reports (or made SCORING_POST_RATE scoring and report requests)."
         ),
         request=ReportRequestSerializer,
         responses={
-            202: OpenApiResponse(ReportAcceptedSerializer, description="Report queued or under way."),
+            202: OpenApiResponse(
+                ReportAcceptedSerializer, description="Report queued, or the existing report that answers it."
+            ),
             400: OpenApiResponse(DetailErrorSerializer, description="A bad filter, or nothing to report on."),
             429: OpenApiResponse(
                 DetailErrorSerializer,
-                description="Too many scoring and report requests from this user; retry after `Retry-After` seconds.",
+                description="Too many reports (SCORING_REPORT_RATE), or scoring and report requests "
+                "(SCORING_POST_RATE), from this user; retry after `Retry-After` seconds.",
             ),
             **_ERRORS,
         },
@@ -166,6 +177,8 @@ class ReportListView(APIView):
             report = reports.request_report(filters, request.user.get_username())
         except (InvalidFilter, reports.NoReportInputs) as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except reports.TooManyReports as exc:
+            raise Throttled(wait=exc.retry_after_s, detail=str(exc)) from None
         return Response(_ACCEPTED.to_representation(report), status=status.HTTP_202_ACCEPTED)
 
 
@@ -191,4 +204,6 @@ class ReportDetailView(APIView):
         report = reports.get_report(key) if key is not None else None
         if report is None:
             raise NotFound(f"report {report_id} not found")
-        return Response(_REPORT.to_representation(report))
+        data = _REPORT.to_representation(report)
+        data["error_message"] = failures.for_caller(data["error_message"], request.user, report=True)
+        return Response(data)

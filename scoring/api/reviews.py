@@ -4,16 +4,15 @@ The write is ``services.record_review``, the admin's too: the same rules either 
 """
 
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from scoring import selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import ReviewWriteAllowed
-from scoring.models import ReviewVerdict, ScoreReview, SessionScore
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ReviewVerdict, ScoreReview, SessionScore
 
 
 class ReviewRequestSerializer(serializers.Serializer):
@@ -24,7 +23,11 @@ class ReviewRequestSerializer(serializers.Serializer):
         min_value=0, max_value=100, help_text="The score (0-100) the reviewer would give."
     )
     note = serializers.CharField(
-        required=False, allow_blank=True, default="", help_text="Why: what the judge missed or got right."
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=REVIEW_NOTE_MAX_CHARS,
+        help_text=f"Why: what the judge missed or got right (at most {REVIEW_NOTE_MAX_CHARS:,} characters).",
     )
 
 
@@ -64,29 +67,28 @@ def _score_key(raw: str):
         raise NotFound(str(exc)) from None
 
 
-class ScoreReviewsView(APIView):
+class ScoreReviewsView(generics.ListAPIView):
     """Read and record people's reviews of one judge score."""
 
     permission_classes = [IsAuthenticated, ReviewWriteAllowed]
+    # Used only to describe the list (and its pages) in the schema; reads go through selectors.
+    queryset = ScoreReview.objects.none()
+    serializer_class = ReviewSerializer
 
     @extend_schema(
         summary="List the score's reviews",
-        description="Every review of the score, newest first (anyone signed in may read them).",
-        responses={
-            200: OpenApiResponse(
-                ReviewSerializer(many=True),
-                description="The reviews; an empty list when nobody has reviewed the score.",
-                examples=[OpenApiExample("One review", value=[_REVIEW_EXAMPLE])],
-            ),
-            **_ERRORS,
-        },
+        description="Every review of the score, newest first, 50 a page (anyone signed in may read them); "
+        "an empty list when nobody has reviewed the score.",
+        examples=[OpenApiExample("One review", value=_REVIEW_EXAMPLE, response_only=True)],
+        responses={200: ReviewSerializer(many=True), **_ERRORS},
     )
     def get(self, request, score_id: str):
         key = _score_key(score_id)
         reviews = selectors.score_reviews(key)
         if reviews is None:
             raise NotFound(selectors.no_such_score(key))
-        return Response([_REVIEW.to_representation(review) for review in reviews])
+        page = self.paginate_queryset(reviews)
+        return self.get_paginated_response([_REVIEW.to_representation(review) for review in page])
 
     @extend_schema(
         summary="Review the score",

@@ -11,11 +11,17 @@ from rest_framework import generics, serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from scoring import selectors, services
+from scoring import failures, selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.throttles import ScoreRequestThrottle
 from scoring.judge.replies import DIMENSION_LABELS, DIMENSIONS, MAX_POINTS
 from scoring.models import AlertSession, ScoringStatus, SessionScore
+
+
+ERROR_MESSAGE_HELP = (
+    "Why it failed; null unless failed. Staff get the error as recorded (a provider's own text "
+    "included); anyone else a reason in this service's words (docs/scoring.md, \"Failure reasons\")."
+)
 
 
 class ScoreRequestSerializer(serializers.Serializer):
@@ -157,6 +163,7 @@ class ScoreSerializer(serializers.ModelSerializer):
                 "provider's quota (HTTP 429) said to come back later; `started_at_us` is then when it is "
                 "due. Empty when it is not waiting."
             },
+            "error_message": {"help_text": ERROR_MESSAGE_HELP},
             "rate_limited_since_us": {
                 "help_text": "When the judge provider's quota first held this scoring back; it fails once "
                 "it has waited SCORING_RATE_LIMIT_PATIENCE_S from then. Null if it never was."
@@ -180,6 +187,13 @@ class ScoreAcceptedSerializer(serializers.ModelSerializer):
 # more than the query. The fields hold nothing of a request, so one instance of each
 # serves every response (to_representation reads only its argument).
 _SCORE = ScoreSerializer()
+
+
+def score_for(user, score: SessionScore) -> dict:
+    """A score as ``user`` may read it: its error as recorded for staff, else a reason."""
+    data = _SCORE.to_representation(score)
+    data["error_message"] = failures.for_caller(data["error_message"], user)
+    return data
 _SCORE_ACCEPTED = ScoreAcceptedSerializer()
 
 COMPLETED_SCORE_EXAMPLE = OpenApiExample(
@@ -264,7 +278,7 @@ class SessionScoreViewSet(viewsets.ViewSet):
             if not selectors.session_exists(parsed_id):
                 raise NotFound(selectors.no_such_session(parsed_id))
             raise NotFound(f"session {parsed_id} has not been scored yet")
-        return Response(_SCORE.to_representation(score))
+        return Response(score_for(request.user, score))
 
     @extend_schema(
         summary="Score the session",
@@ -313,7 +327,7 @@ class SessionScoreViewSet(viewsets.ViewSet):
             )
         if score.status in ScoringStatus.active_values():
             return Response(_SCORE_ACCEPTED.to_representation(score), status=status.HTTP_202_ACCEPTED)
-        return Response(_SCORE.to_representation(score), status=status.HTTP_200_OK)
+        return Response(score_for(request.user, score), status=status.HTTP_200_OK)
 
 
 class SessionScoreHistoryView(generics.ListAPIView):
@@ -342,4 +356,4 @@ class SessionScoreHistoryView(generics.ListAPIView):
         if not selectors.session_exists(parsed_id):
             raise NotFound(selectors.no_such_session(parsed_id))
         page = self.paginate_queryset(selectors.score_history(parsed_id))
-        return self.get_paginated_response([_SCORE.to_representation(score) for score in page])
+        return self.get_paginated_response([score_for(request.user, score) for score in page])

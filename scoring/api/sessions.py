@@ -14,10 +14,15 @@ from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from scoring import selectors, services
+from scoring import failures, selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import SessionWriteAllowed
-from scoring.api.scores import DIMENSIONS_HELP, MISSING_TOOLS_HELP, DimensionsSerializer
+from scoring.api.scores import (
+    DIMENSIONS_HELP,
+    ERROR_MESSAGE_HELP,
+    MISSING_TOOLS_HELP,
+    DimensionsSerializer,
+)
 from scoring.models import AlertSession, ScoringStatus, SessionSource, SessionStatus
 from scoring.tarsy.documents import InvalidSession
 from scoring.tarsy_bot.document import STATUS_ERROR
@@ -153,7 +158,7 @@ class LatestScoreSerializer(serializers.Serializer):
         help_text="Whether the score was made with the judge prompts this service uses now."
     )
     error_message = serializers.CharField(
-        source="latest_error_message", allow_null=True, help_text="Why it failed; null unless failed."
+        source="latest_error_message", allow_null=True, help_text=ERROR_MESSAGE_HELP
     )
     dimensions = DimensionsSerializer(source="latest_dimensions", allow_null=True, help_text=DIMENSIONS_HELP)
     missing_tools = serializers.ListField(
@@ -374,7 +379,12 @@ class SessionViewSet(viewsets.GenericViewSet):
             alert_type=query.validated_data.get("alert_type") or None,
         )
         page = selectors.with_latest_missing_tools(self.paginate_queryset(sessions))
-        return self.get_paginated_response(SessionListItemSerializer(page, many=True).data)
+        items = SessionListItemSerializer(page, many=True).data
+        for item in items:
+            if item["latest_score"] is not None:
+                latest = item["latest_score"]
+                latest["error_message"] = failures.for_caller(latest["error_message"], request.user)
+        return self.get_paginated_response(items)
 
     def retrieve(self, request, session_id=None):
         try:

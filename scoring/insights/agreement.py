@@ -16,10 +16,11 @@ import statistics
 from collections import defaultdict
 
 from django.db.models import Exists, F, OuterRef
+from django.db.models.functions import Left
 
 from scoring import selectors
 from scoring.insights.filters import InsightFilters, scorings
-from scoring.models import ScoreReview, ScoringStatus
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview, ScoringStatus
 
 # How many pairs ``largest_differences`` lists.
 LARGEST_DIFFERENCES = 10
@@ -45,8 +46,23 @@ def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict
     groups.sort(key=lambda group: (-group["n"], group["prompt_hash"], group["judge_model"]))
     largest = sorted(
         pairs, key=lambda pair: (-abs(pair["difference"]), str(pair["score_id"]), pair["reviewer"])
+    )[:limit]
+    return {"groups": groups, "largest_differences": _with_notes(largest)}
+
+
+def _with_notes(pairs: list[dict]) -> list[dict]:
+    """``pairs`` with their reviews' notes, read for these alone (the figures need none). A
+    note is capped when recorded; one recorded before the cap is cut to it here."""
+    notes = dict(
+        ScoreReview.objects.filter(id__in=[pair["id"] for pair in pairs]).values_list(
+            "id", Left("note", REVIEW_NOTE_MAX_CHARS)
+        )
     )
-    return {"groups": groups, "largest_differences": largest[:limit]}
+    shown = []
+    for pair in pairs:
+        review_id = pair.pop("id")
+        shown.append({**pair, "note": notes[review_id]})
+    return shown
 
 
 def _pairs(filters: InsightFilters) -> list[dict]:
@@ -60,7 +76,7 @@ def _pairs(filters: InsightFilters) -> list[dict]:
         .exclude(Exists(later))
         .order_by()
         .values(
-            "score_id", "reviewer_score", "verdict", "note",
+            "id", "score_id", "reviewer_score", "verdict",
             session_id=F("score__session_id"), prompt_hash=F("score__prompt_hash"),
             judge_model=F("score__judge_model"), total_score=F("score__total_score"),
             reviewer_name=F("reviewer__username"),

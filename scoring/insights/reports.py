@@ -6,7 +6,10 @@ UPDATE, like a scoring. It is a judge job as a scoring is: requesting one stores
 pending and, after commit, wakes the workers; a worker process's dispatcher claims it
 for one of its slots (``claim_pending_reports``, scoring/jobs/runtime.py) and writes it
 on that slot's thread, so that reports and scorings share SCORING_CONCURRENCY_PER_WORKER
-and SCORING_MAX_IN_FLIGHT. A worker told to stop fails the reports it is writing, as it
+and SCORING_MAX_IN_FLIGHT; reports hold at most SCORING_REPORT_SLOT_SHARE of either
+(``report_slots``), so that scorings keep moving behind a queue of reports. A request that
+an existing report answers gets it (``request_report``), and each user may queue at most
+SCORING_REPORT_RATE. A worker told to stop fails the reports it is writing, as it
 does its scorings; a report whose worker died, or that no worker took, is failed by the
 minutely cleanup (``expire_stale_reports``).
 
@@ -15,13 +18,16 @@ in rounds: parts of them are summarised into notes first (again, if the notes do
 fit either), and the report is written from the notes.
 """
 
+import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 
 from scoring import selectors, services
 from scoring.insights.filters import InsightFilters, latest_completed_scores
@@ -45,6 +51,15 @@ class NoReportInputs(Exception):
     """No selected score has a missing-tools analysis; str() says so, for the caller."""
 
 
+class TooManyReports(Exception):
+    """The requester queued SCORING_REPORT_RATE reports within its period; str() says so,
+    ``retry_after_s`` when the next one may be queued."""
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class UnusableInputs(Exception):
     """The report's inputs are gone, or cannot be brought within the window; str() is
     stored with the report."""
@@ -60,12 +75,22 @@ def report_inputs(filters: InsightFilters):
     return scores.order_by("-scored_at_us", "score_id")[: settings.SCORING_REPORT_MAX_SCORES]
 
 
+def inputs_digest(score_ids: list[str]) -> str:
+    """What a report's text depends on besides its prompts and filters: the scores it reads
+    (in any order) and the judge model that would write it."""
+    text = "\n".join([settings.SCORING_LLM_MODEL, *sorted(score_ids)])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def request_report(filters: InsightFilters, requested_by: str) -> InsightReport:
     """Store a pending report on ``filters`` and wake the workers after commit; return it.
 
-    While a report on the same filters is pending or in progress, that one is returned
-    (a second click costs no second report). Raises ``NoReportInputs`` when no selected
-    score has a missing-tools analysis: there would be nothing to report on.
+    A request that another report already answers gets that one (a second click, or
+    filters that select the same scores, costs no second report): one on the same filters
+    pending or in progress, or one that reads the same scores with the same judge model,
+    pending, in progress or completed within SCORING_REPORT_REUSE_S. Raises
+    ``NoReportInputs`` when no selected score has a missing-tools analysis (there would be
+    nothing to report on), ``TooManyReports`` past the requester's SCORING_REPORT_RATE.
     """
     params = filters.as_params()
     score_ids = [str(score_id) for score_id in report_inputs(filters).values_list("score_id", flat=True)]
@@ -74,22 +99,69 @@ def request_report(filters: InsightFilters, requested_by: str) -> InsightReport:
             "no completed score with a missing-tools analysis matches these filters "
             f"({_describe(params)}): score some sessions first, or widen the filters"
         )
+    digest = inputs_digest(score_ids)
+    requested_by = requested_by[:255]
     with transaction.atomic():
         services.take_turn(services.REPORT_REQUEST_LOCK_KEY)  # two requests at once: one report
-        active = InsightReport.objects.filter(status__in=Status.active_values())
-        same = next((report for report in active if report.filters == params), None)
+        now_us = services.now_us()
+        same = _answering_report(params, digest, now_us)
         if same is not None:
             return same
+        _check_rate(requested_by, now_us)
         report = InsightReport.objects.create(
             status=Status.PENDING,
             filters=params,
             score_ids=score_ids,
-            requested_by=requested_by[:255],
-            requested_at_us=services.now_us(),
+            inputs_digest=digest,
+            requested_by=requested_by,
+            requested_at_us=now_us,
         )
         # The pending row is the job, as a scoring's is: a lost wake-up only waits for the next poll.
         transaction.on_commit(lambda: services.wake_workers(1))
     return report
+
+
+def _answering_report(params: dict, digest: str, now_us: int) -> InsightReport | None:
+    """The report that answers a request already: on the same filters and active, else the
+    newest reading the same scores that is active or completed recently enough."""
+    active = InsightReport.objects.filter(status__in=Status.active_values())
+    same_filters = next((report for report in active if report.filters == params), None)
+    if same_filters is not None:
+        return same_filters
+    fresh_since_us = now_us - settings.SCORING_REPORT_REUSE_S * 1_000_000
+    answering = Q(status__in=Status.active_values()) | Q(
+        status=Status.COMPLETED, completed_at_us__gte=fresh_since_us
+    )
+    return InsightReport.objects.filter(answering, inputs_digest=digest).order_by("-requested_at_us").first()
+
+
+_PERIOD_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_PERIOD_WORDS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
+
+
+def _check_rate(requested_by: str, now_us: int) -> None:
+    """Raise ``TooManyReports`` when ``requested_by`` has queued SCORING_REPORT_RATE reports
+    within its period (counted in the database: the limit holds across web processes)."""
+    if not settings.SCORING_REPORT_RATE:
+        return
+    count, period = settings.SCORING_REPORT_RATE.split("/")
+    period_us = _PERIOD_S[period[0]] * 1_000_000
+    recent = InsightReport.objects.filter(requested_by=requested_by, requested_at_us__gt=now_us - period_us)
+    times = list(recent.order_by("-requested_at_us").values_list("requested_at_us", flat=True)[: int(count)])
+    if len(times) < int(count):
+        return
+    retry_after_s = max(1, math.ceil((times[-1] + period_us - now_us) / 1_000_000))
+    raise TooManyReports(
+        f"{requested_by} has requested {count} reports within the last {_PERIOD_WORDS[period[0]]} "
+        f"(SCORING_REPORT_RATE={settings.SCORING_REPORT_RATE}).",
+        retry_after_s,
+    )
+
+
+def report_slots(slots: int) -> int:
+    """How many of ``slots`` judge slots reports may hold at once: SCORING_REPORT_SLOT_SHARE
+    of them, rounded down, but one at least (else no report would ever be written)."""
+    return max(1, math.floor(settings.SCORING_REPORT_SLOT_SHARE * slots))
 
 
 def latest_report() -> InsightReport | None:
@@ -107,13 +179,15 @@ def get_report(report_id) -> InsightReport | None:
 def claim_pending_reports(limit: int) -> list[InsightReport]:
     """pending -> in_progress for up to ``limit`` of the oldest pending reports, as far as
     fewer than SCORING_MAX_IN_FLIGHT judge jobs (scorings and reports) stay in progress
-    across all workers; returns those claimed. A worker's dispatcher claims them for its
+    across all workers, and reports hold no more than their share of it
+    (``report_slots``); returns those claimed. A worker's dispatcher claims them for its
     free slots, in the same turns as scorings (``services.claim_pending_scores``)."""
     if not selectors.any_pending_report():  # idle workers poll: a plain read first, with no write lock
         return []
     pending = InsightReport.objects.filter(status=Status.PENDING).order_by("requested_at_us", "report_id")
     with transaction.atomic():
-        room = services.claim_room(limit)
+        room = services.claim_room(limit)  # takes the claims' turn: the count below is exact
+        room = min(room, report_slots(settings.SCORING_MAX_IN_FLIGHT) - selectors.reports_in_progress_count())
         if room <= 0:
             return []
         # The model is kept from the claim on: a report that fails says which model it was for.

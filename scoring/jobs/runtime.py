@@ -10,11 +10,12 @@ they wait (``scoring.judge.llm.release_db_connection``).
 A judge job is a scoring or an MCP prioritization report (``scoring.insights.reports``):
 each takes a slot, and counts in the global limit. The pending row is the job.
 Whenever slots are free, the process's dispatcher thread claims as many of the
-oldest pending reports, then scores (within the global limit), and hands each to
-a thread. The django-q2 wake-up tasks queued when new jobs commit only wake a
-dispatcher; dispatchers also look every ``SCORING_WORKER_POLL_S``. So a process
-whose slots are all busy never holds work that another process could start,
-and a job is run even if its wake-up was lost (Redis has no receipts).
+oldest pending reports as their share of the slots allows (SCORING_REPORT_SLOT_SHARE),
+then scores (within the global limit), and hands each to a thread. The django-q2
+wake-up tasks queued when new jobs commit only wake a dispatcher; dispatchers also
+look every ``SCORING_WORKER_POLL_S``. So a process whose slots are all busy never
+holds work that another process could start, and a job is run even if its wake-up
+was lost (Redis has no receipts).
 
 SIGTERM to a worker process fails every job it holds with "worker shut down"
 (and so sends their events), then ends the process at once: waiting for the
@@ -116,6 +117,7 @@ class ClaimedJob:
     name: str  # "score <id>", "report <id>"
     run: Callable[[], object]
     fail: Callable[[str], object]
+    is_report: bool = False
 
 
 def _score_job(score) -> ClaimedJob:
@@ -131,6 +133,7 @@ def _report_job(report) -> ClaimedJob:
         f"report {report.report_id}",
         partial(reports.run_claimed_report, report),
         partial(reports.fail_report, report.report_id),
+        is_report=True,
     )
 
 
@@ -199,16 +202,20 @@ class JudgeRuntime:
         return len(jobs) < free  # nothing more pending, or the global limit is reached
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
-        """Reports first (few, and someone waits on each), then scores for the slots left."""
+        """Reports first (few, and someone waits on each), as far as they stay within their
+        share of this process's slots (``reports.report_slots``), then scores for the slots left."""
+        with self._lock:
+            held_reports = sum(job.is_report for job in self._held.values())
+        report_room = min(limit, reports.report_slots(self.slots) - held_reports)
         jobs = []
-        for what, claim, job in (
-            ("reports", reports.claim_pending_reports, _report_job),
-            ("scores", services.claim_pending_scores, _score_job),
+        for what, claim, job, room in (
+            ("reports", reports.claim_pending_reports, _report_job, report_room),
+            ("scores", services.claim_pending_scores, _score_job, limit),
         ):
-            if len(jobs) == limit:
-                break
+            if len(jobs) >= room:
+                continue
             try:
-                jobs += [job(claimed) for claimed in claim(limit - len(jobs))]
+                jobs += [job(claimed) for claimed in claim(room - len(jobs))]
             except Exception:  # the database is away; the dispatcher must outlive it
                 logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
         return jobs

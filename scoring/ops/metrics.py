@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
+from scoring import failures
 from scoring.judge import circuit
 from scoring.models import (
     JudgeCircuit,
@@ -136,28 +137,11 @@ class RequestMetricsMiddleware:
 
 # --- Read from the database at scrape time ------------------------------------------------------
 
-# error_message prefix -> reason class, first match wins. The messages are
-# those of the judge (scoring.judge: llm, circuit, conversation, errors), of
-# scoring.services (the job, the worker's shutdown) and of scoring.selectors (the
-# orphans). docs/observability.md has this table; tests/ops/test_metrics.py
+# error_message prefix -> reason class, first match wins (scoring/failures.py, where the
+# pages' reasons are too). docs/observability.md has this table; tests/ops/test_metrics.py
 # checks it against this one and produces each message for real.
-FAILURE_REASONS = (
-    ("judge LLM rate-limited", "llm_rate_limited"),
-    ("judge LLM request timed out", "llm_timeout"),
-    ("scoring deadline reached before the judge LLM answered", "llm_timeout"),
-    ("judge LLM circuit breaker is open", "circuit_open"),
-    ("session too large for the judge model", "context_window"),
-    ("judge reply has no 0-100 score", "no_score"),
-    ("judge LLM", "llm_error"),
-    ("could not connect to the judge LLM", "llm_error"),
-    ("the judge prompt of this session is about", "input_too_large"),
-    ("no judge model configured", "not_configured"),
-    ("worker shut down", "worker_shutdown"),
-    ("orphaned:", "orphaned"),
-    ("database error", "database_error"),
-    ("unexpected error", "unexpected"),
-)
-OTHER_REASON = "other"
+FAILURE_REASONS = tuple((prefix, reason) for prefix, reason, _ in failures.SCORING_CLASSES)
+OTHER_REASON = failures.OTHER_CLASS
 SCORING_DURATION_BUCKETS_S = (1, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
 SCORE_BUCKETS = tuple(range(10, 101, 10))
 CIRCUIT_STATES = ("closed", "open", "half_open")

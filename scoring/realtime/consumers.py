@@ -9,6 +9,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
@@ -17,8 +18,8 @@ from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
 from scoring import selectors
-from scoring.auth import ProxyIdentityRefused, proxy_request_user
-from scoring.realtime import events, relay
+from scoring.auth import ProxyIdentityRefused, may_sign_in_by_proxy, proxy_request_user
+from scoring.realtime import access, events, relay
 
 logger = logging.getLogger(__name__)
 
@@ -58,28 +59,43 @@ def origin_allowed(origin: str, host: str | None) -> bool:
     return bool(domain) and validate_host(domain, settings.ALLOWED_HOSTS)
 
 
-def refusal_reason(scope: dict) -> str | None:
-    """Why a connection may not listen, or None if it may.
+@dataclass(frozen=True)
+class Listener:
+    """Who a connection listens as: a user, signed in by the proxy's headers or by a session."""
 
-    Listeners authenticate like the REST API: oauth2-proxy headers from a
-    trusted address, or a Django session cookie. A browser always sends
-    Origin, and a foreign one is refused (cross-site WebSocket hijacking). A
-    handshake without Origin comes from a non-browser client, accepted only
-    when the proxy vouches for it: a bare session cookie is not enough.
+    user_id: int
+    by_proxy: bool
+
+
+def admitted(scope: dict) -> Listener | str:
+    """Who may listen on this connection, or why it may not (a string).
+
+    Listeners authenticate like the REST API: oauth2-proxy headers from a trusted
+    address (a name of a staff account is ignored there too: that account signs in with
+    its password), or a Django session cookie. A browser always sends Origin, and a
+    foreign one is refused (cross-site WebSocket hijacking). A handshake without Origin
+    comes from a non-browser client, accepted only when the proxy vouches for it: a bare
+    session cookie is not enough.
     """
     meta = request_meta(scope)
     origin = meta.get("HTTP_ORIGIN")
     if origin is not None and not origin_allowed(origin, meta.get("HTTP_HOST")):
         return "foreign origin"
     try:
-        if proxy_request_user(meta, scope.get("headers", [])) is not None:
-            return None
+        proxy_user = proxy_request_user(meta, scope.get("headers", []))
     except ProxyIdentityRefused as exc:
         return str(exc)
+    if proxy_user is not None and may_sign_in_by_proxy(proxy_user):
+        return Listener(proxy_user.pk, by_proxy=True)
     user = scope.get("user")
     if user is None or not user.is_authenticated:
+        if proxy_user is not None:
+            name = proxy_user.get_username()
+            return f"the proxy names {name!r}, a staff account: it signs in with its password"
         return "not authenticated"
-    return None if origin is not None else "session cookie without origin"
+    if origin is None:
+        return "session cookie without origin"
+    return Listener(user.pk, by_proxy=False)
 
 
 class ProtocolError(Exception):
@@ -162,8 +178,9 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 self.resync_task.cancel()
 
     async def connect(self):
-        reason = await database_sync_to_async(refusal_reason)(self.scope)
-        if reason is not None:
+        listener = await database_sync_to_async(admitted)(self.scope)
+        if isinstance(listener, str):
+            reason = listener
             # Closing before accepting refuses the handshake (the web server answers
             # HTTP 403). The dashboards reset their reconnect back-off whenever
             # a socket opens, so accepting and then closing would make them
@@ -172,12 +189,14 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             await self.close()
             return
         await self.accept()
+        access.watch(self.channel_name, listener.user_id, listener.by_proxy)
         await relay.ensure_running()
         if events.publishes_directly():
             self.resync_task = asyncio.create_task(self.resync_forever())
         await self.send_json({"type": "connection.established", "connection_id": self.connection_id})
 
     async def disconnect(self, code):
+        access.forget(self.channel_name)
         if self.resync_task is not None:
             self.resync_task.cancel()
         try:
@@ -322,6 +341,11 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
 
     async def ping(self, content: dict) -> None:
         await self.send_json({"type": "pong"})
+
+    async def access_revoked(self, message: dict) -> None:
+        """Its user may no longer listen (``access.REVOKED_MESSAGE_TYPE``): close."""
+        logger.info("websocket %s closed: %s", self.connection_id, message["reason"])
+        await self.close(code=access.CLOSE_POLICY_VIOLATION)
 
     async def scoring_event(self, message: dict) -> None:
         """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``)."""

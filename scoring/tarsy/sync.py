@@ -34,7 +34,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 
-from scoring import batches, services
+from scoring import batches, identities, services
 from scoring.models import SessionScore, SessionSource, TarsySync, TarsySyncedSession
 from scoring.tarsy.client import (
     BadAnswer,
@@ -51,8 +51,9 @@ from scoring.tarsy_go.api import TarsyGoApi
 
 logger = logging.getLogger(__name__)
 
-# score_triggered_by of the scorings a sync requests; the daily cap counts them.
-SCORING_TRIGGER_PREFIX = "tarsy-sync"
+# score_triggered_by of the scorings a sync requests; the daily cap counts them. No user can be
+# named so (scoring/identities.py).
+SCORING_TRIGGER_PREFIX = identities.SYNC_SCORING
 # A wake-up (Go TARSy's events) starts a run this long after it: wake-ups close together make one run.
 WAKE_DEBOUNCE_S = 2.0
 # Tries of a write the database refused for a moment (locked, failing over), and the first wait.
@@ -285,7 +286,7 @@ class _Run:
                 raise InvalidSession(
                     {"session_id": [f"TARSy sent another document for session {session_id}."]}
                 )
-            session, outcome = _ingest(document, written_by=f"sync_sessions:{self.source}")
+            session, outcome = _ingest(document, written_by=f"{identities.SYNC_WRITE}{self.source}")
         except InvalidSession as exc:
             return self._remember(session_id, entry, None, str(exc))
         except (DatabaseError, UnicodeError) as exc:
@@ -391,7 +392,7 @@ def sync_configured_tarsy(stop: threading.Event | None = None) -> SyncReport:
     return sync_sessions(
         configured_client(),
         score=settings.SCORING_AUTO_SCORE,
-        triggered_by=f"{SCORING_TRIGGER_PREFIX}:worker",
+        triggered_by=f"{SCORING_TRIGGER_PREFIX}worker",
         stop=stop,
     )
 

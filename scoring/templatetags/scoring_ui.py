@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from scoring import failures
 from scoring.judge import fitting
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
@@ -41,13 +42,24 @@ NO_REASON = "no reason was recorded"
 
 @register.filter
 def failure_reason(error_message: str | None) -> str:
-    """A failed score's reason as the pages show it (the page script: ``reasonShown``)."""
-    return Truncator(error_message).chars(REASON_CHARS) if error_message else NO_REASON
+    """A failed score's reason as the pages show it (the page script: ``reasonShown``): in the
+    service's words, never the provider's (scoring/failures.py); the admin shows the record."""
+    shown = failures.shown_reason(error_message)
+    return Truncator(shown).chars(REASON_CHARS) if shown else NO_REASON
 
 
-def badge(status: str | None, total_score: int | None, error_message: str | None = None) -> Badge:
+@register.filter
+def report_failure_reason(error_message: str | None) -> str:
+    """A failed MCP report's reason as the insights page shows it (as ``failure_reason``)."""
+    return failures.shown_reason(error_message, report=True) or NO_REASON
+
+
+def badge(
+    status: str | None, total_score: int | None, error_message: str | None = None, as_recorded: bool = False
+) -> Badge:
     """The badge for a session's newest score (no ``status``: never scored); a failed
-    one's hover text gives ``error_message``, the reason.
+    one's hover text gives the reason (``failure_reason``), or with ``as_recorded`` (the
+    admin: staff) the start of ``error_message`` itself.
 
     Templates pass "" for a missing score's fields, so any empty status counts.
     """
@@ -58,7 +70,9 @@ def badge(status: str | None, total_score: int | None, error_message: str | None
     if status == ScoringStatus.FAILED:
         if not error_message:
             return FAILED
-        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=failure_reason(error_message)))
+        recorded = Truncator(error_message).chars(REASON_CHARS)
+        reason = recorded if as_recorded else failure_reason(error_message)
+        return Badge(FAILED.css, FAILED.text, FAILED_WITH_REASON.format(reason=reason))
     band = band_of(total_score)
     return Badge(
         f"badge-{band.key}",
@@ -67,8 +81,10 @@ def badge(status: str | None, total_score: int | None, error_message: str | None
     )
 
 
-def badge_html(status: str | None, total_score: int | None, error_message: str | None = None) -> SafeString:
-    shown = badge(status, total_score, error_message)
+def badge_html(
+    status: str | None, total_score: int | None, error_message: str | None = None, as_recorded: bool = False
+) -> SafeString:
+    shown = badge(status, total_score, error_message, as_recorded)
     return format_html('<span class="badge {}" title="{}">{}</span>', shown.css, shown.title, shown.text)
 
 

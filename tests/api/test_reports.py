@@ -3,13 +3,14 @@
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
 from scoring.insights import reports
 from scoring.insights.filters import InsightFilters
 from scoring.models import InsightReport
-from tests.support.factories import make_score, make_session
+from tests.support.factories import make_score, make_session, proxy_client
 from tests.support.fake_llm import Reply
 
 pytestmark = pytest.mark.django_db
@@ -108,6 +109,58 @@ def test_a_report_reads_back_with_its_inputs_usage_and_text(operator_client, jud
         "rounds": 1,
         "error_message": None,
     }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twelve_near_identical_report_requests_cost_one_report(judge_llm):
+    """The same ten scores, with ``since`` moved by a second each time, by several users."""
+    for _ in range(10):
+        analysed()
+    judge_llm.set_default(Reply("## Build first\n1. kubectl-logs", prompt_tokens=900, completion_tokens=120))
+
+    def ask(second: int) -> dict:
+        body = {"since": f"2025-12-31T23:59:{second:02d}Z"}
+        response = proxy_client(f"user-{second % 3}").post(URL, body, format="json")
+        assert response.status_code == 202
+        return response.json()
+
+    asked = [ask(second) for second in range(6)]
+    while claimed := reports.claim_pending_reports(5):  # as the workers would
+        for report in claimed:
+            reports.run_claimed_report(report)
+    asked += [ask(second) for second in range(6, 12)]  # once it is written: the fresh report
+
+    assert len({answer["report_id"] for answer in asked}) == 1
+    assert {answer["status"] for answer in asked[6:]} == {"completed"}
+    assert len(judge_llm.requests) == 1 and InsightReport.objects.get().input_tokens == 900
+
+
+def test_past_the_report_rate_a_user_gets_429_with_retry_after(operator_client, settings):
+    settings.SCORING_REPORT_RATE = "2/h"
+    for alert_type in ("a", "b", "c"):
+        analysed(alert_type)
+    answers = [operator_client.post(URL, {"alert_type": alert_type}, format="json") for alert_type in "abc"]
+
+    assert [answer.status_code for answer in answers] == [202, 202, 429]
+    assert 3590 <= int(answers[-1].headers["Retry-After"]) <= 3600
+    assert answers[-1].json()["detail"].startswith("alice has requested 2 reports within the last hour")
+    assert InsightReport.objects.count() == 2
+
+
+def test_a_failed_report_says_why_in_the_services_words_to_users_and_as_recorded_to_staff(operator_client):
+    recorded = "judge LLM provider error (500): upstream https://llm-gateway.internal:8443 said no"
+    report = InsightReport.objects.create(
+        status="failed", requested_by="alice", requested_at_us=1, error_message=recorded
+    )
+    staff = APIClient()
+    staff.force_authenticate(User.objects.create_user("operator", is_staff=True))
+
+    for_user, for_staff = (
+        client.get(f"{URL}{report.report_id}").json() for client in (operator_client, staff)
+    )
+
+    assert for_user["error_message"] == "the judge model's provider answered with an error"
+    assert for_staff["error_message"] == recorded
 
 
 @pytest.mark.parametrize("report_id", [str(uuid.uuid4()), "not-a-uuid"])

@@ -4,7 +4,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from rest_framework.test import APIClient
 
-from scoring.models import ScoreReview, ScoringStatus, SessionScore
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session, proxy_client
 
 pytestmark = pytest.mark.django_db
@@ -143,15 +143,43 @@ def test_anyone_signed_in_reads_a_scores_reviews_newest_first(score):
     review(client, make_score(make_session()).score_id, "agree", 61)
     response = proxy_client("alice").get(url(score.score_id))
     assert response.status_code == 200
-    assert [(row["verdict"], row["reviewer_score"], row["note"]) for row in response.json()] == [
+    rows = response.json()["results"]
+    assert [(row["verdict"], row["reviewer_score"], row["note"]) for row in rows] == [
         ("disagree", 60, "On reflection"), ("agree", 80, ""),
     ]  # fmt: skip
-    assert {row["reviewer"] for row in response.json()} == {"rita"}
+    assert {row["reviewer"] for row in rows} == {"rita"}
+
+
+def test_the_reviews_come_50_a_page(score):
+    rita = User.objects.create_user("rita")
+    ScoreReview.objects.bulk_create(
+        ScoreReview(score=score, reviewer=rita, verdict="agree", reviewer_score=value) for value in range(60)
+    )
+    client = proxy_client("alice")
+
+    first = client.get(url(score.score_id)).json()
+    second = client.get(first["next"]).json()
+
+    assert (first["count"], len(first["results"]), first["previous"]) == (60, 50, None)
+    assert (len(second["results"]), second["next"]) == (10, None)
+    assert {row["review_id"] for row in first["results"] + second["results"]} == set(
+        ScoreReview.objects.values_list("id", flat=True)
+    )
 
 
 def test_a_score_nobody_reviewed_has_an_empty_list(score):
     response = proxy_client("alice").get(url(score.score_id))
-    assert (response.status_code, response.json()) == (200, [])
+    assert response.status_code == 200
+    assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+
+
+def test_a_note_over_10_000_characters_is_refused_naming_the_field(score):
+    too_long = "x" * (REVIEW_NOTE_MAX_CHARS + 1)
+    response = review(reviewer_client(), score.score_id, "disagree", 40, note=too_long)
+
+    assert response.status_code == 400
+    assert response.json()["note"] == ["Ensure this field has no more than 10000 characters."]
+    assert not ScoreReview.objects.exists()
 
 
 # --- The schema -----------------------------------------------------------------------------

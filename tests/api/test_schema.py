@@ -2,7 +2,10 @@
 
 import pytest
 from django.core.management import call_command
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
+
+from scoring.api.schema import forget_rendered_schemas
 
 pytestmark = pytest.mark.django_db
 SCORE_PATH = "/api/v1/scoring/sessions/{session_id}/score"
@@ -139,3 +142,42 @@ INSIGHT_OPERATIONS = [
 def test_every_insight_endpoint_has_an_example_answer(schema, path, method, code):
     content = schema["paths"][path][method]["responses"][code]["content"]
     assert any(media.get("examples") for media in content.values())
+
+
+@pytest.fixture
+def schemas_made(monkeypatch):
+    """How many times the schema was made (drf-spectacular's generator run), from no kept answer."""
+    made = []
+    generate = SchemaGenerator.get_schema
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        return generate(self, *args, **kwargs)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counted)
+    forget_rendered_schemas()
+    yield made
+    forget_rendered_schemas()
+
+
+def test_the_schema_is_made_once_per_process_and_format(schemas_made):
+    client = APIClient()
+    yaml = [client.get("/api/schema/") for _ in range(3)]
+    json = [client.get("/api/schema/", HTTP_ACCEPT="application/json") for _ in range(3)]
+
+    assert len(schemas_made) == 2
+    assert {answer.content for answer in yaml} == {yaml[0].content}
+    assert yaml[2]["Content-Type"] == "application/vnd.oai.openapi; charset=utf-8"
+    assert (json[2]["Content-Type"], json[2]["Content-Disposition"]) == (
+        "application/json", 'inline; filename="tarsy-scoring API.json"'
+    )
+    assert json[2].json() == json[0].json() and SCORE_PATH in json[2].json()["paths"]
+
+
+def test_a_schema_in_another_language_is_made_each_time_and_never_kept(schemas_made):
+    client = APIClient()
+    for _ in range(2):
+        assert client.get("/api/schema/?lang=en", HTTP_ACCEPT="application/json").status_code == 200
+    client.get("/api/schema/", HTTP_ACCEPT="application/json")
+
+    assert len(schemas_made) == 3

@@ -37,7 +37,7 @@ def test_every_scoring_newest_first_as_the_score_endpoint_shows_each(operator_cl
         data["results"][0]
         == operator_client.get(f"/api/v1/scoring/sessions/{session.session_id}/score").json()
     )
-    assert data["results"][1]["error_message"] == "judge LLM timed out"
+    assert data["results"][1]["error_message"] == "the judge model's provider answered with an error"
     assert data["results"][2]["total_score"] == 40
 
 

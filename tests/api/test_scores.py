@@ -3,12 +3,13 @@
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django_q.models import OrmQ
 from rest_framework.test import APIClient
 
-from scoring import services
+from scoring import failures, services
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import MissingTool, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session, proxy_client
@@ -44,6 +45,22 @@ def test_no_existing_score_starts_a_scoring_and_wakes_a_worker(
     assert queued_tasks() == ["scoring.tasks.wake_judge_runtime"]
 
 
+def test_a_failure_says_why_in_the_services_words_and_only_staff_read_the_providers(operator_client):
+    session = make_session()
+    recorded = "judge LLM provider error (401) after 1 attempt: Incorrect API key provided: sk-proj-abc***xyz"
+    make_score(session, ScoringStatus.FAILED, error_message=recorded)
+    staff = APIClient()
+    staff.force_authenticate(User.objects.create_user("operator", is_staff=True))
+
+    for path in (url(session.session_id), f"/api/v1/scoring/sessions/{session.session_id}/scores"):
+        for_user, for_staff = (client.get(path).json() for client in (operator_client, staff))
+        shown = [body.get("error_message") for body in (for_user, *for_user.get("results", []))]
+        assert "the judge model's provider answered with an error" in shown and recorded not in str(for_user)
+        assert recorded in str(for_staff)
+    listed = operator_client.get("/api/v1/sessions/").json()["results"][0]["latest_score"]
+    assert listed["error_message"] == "the judge model's provider answered with an error"
+
+
 def test_the_body_is_optional(operator_client):
     session = make_session()
     response = operator_client.post(url(session.session_id))
@@ -65,7 +82,9 @@ def test_finished_score_is_returned_without_force(operator_client, status, body)
         assert data["total_score"] == 61 and data["score_analysis"] and data["missing_tools_analysis"]
         assert data["error_message"] is None
     else:
-        assert data["total_score"] is None and data["error_message"] == "judge LLM timed out"
+        # A signed-in user who is not staff reads the reason, not the provider's text.
+        reason = failures.shown_reason("judge LLM timed out")
+        assert data["total_score"] is None and data["error_message"] == reason
     assert SessionScore.objects.count() == 1
 
 

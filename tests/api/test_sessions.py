@@ -204,7 +204,7 @@ def test_list_items_name_their_alert_and_carry_their_newest_score(api_client):
             "total_score": None,
             "band": None,
             "current_prompt_used": True,
-            "error_message": "judge LLM timed out after 3 attempts",
+            "error_message": "the judge model's provider answered with an error",  # for a user not staff
             "dimensions": None,
             "missing_tools": [],
         },

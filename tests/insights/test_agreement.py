@@ -6,6 +6,7 @@ from django.contrib.auth.models import User
 from scoring import services
 from scoring.insights.agreement import agreement, average_ranks, spearman_rho, weighted_kappa
 from scoring.insights.filters import InsightFilters
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview
 from tests.support.factories import make_go_session, make_score, make_session
 
 BANDS = ["poor", "weak", "good"]
@@ -179,10 +180,23 @@ def test_when_every_reviewer_agrees_exactly(reviewers):
     )  # fmt: skip
 
 
-def test_the_pairs_are_read_in_one_query(reviewers, django_assert_num_queries):
+def test_the_pairs_are_read_in_one_query_and_the_notes_of_those_shown_in_another(
+    reviewers, django_assert_num_queries
+):
     rita, ravi = reviewers
     for total in (20, 60, 90):
         reviewed(total, (rita, "agree", total), (ravi, "disagree", 50))
-    with django_assert_num_queries(1):
-        result = agreement(InsightFilters(alert_type="kubernetes"))
+    with django_assert_num_queries(2) as queries:
+        result = agreement(InsightFilters(alert_type="kubernetes"), limit=2)
     assert result["groups"][0]["n"] == 6
+    assert "note" not in queries.captured_queries[0]["sql"]  # the figures need no note
+
+
+def test_a_note_recorded_before_the_cap_is_cut_to_it_in_the_largest_differences(reviewers):
+    rita, _ = reviewers
+    score = reviewed(20, (rita, "disagree", 90))
+    ScoreReview.objects.filter(score=score).update(note="x" * (REVIEW_NOTE_MAX_CHARS + 5000))
+
+    (shown,) = agreement(InsightFilters())["largest_differences"]
+
+    assert shown["note"] == "x" * REVIEW_NOTE_MAX_CHARS

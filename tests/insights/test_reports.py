@@ -10,7 +10,7 @@ import pytest
 
 from scoring import services
 from scoring.insights import reports
-from scoring.insights.filters import InsightFilters
+from scoring.insights.filters import InsightFilters, parse_filters
 from scoring.judge import fitting
 from scoring.judge.injection import NEUTRALISED_PREFIX
 from scoring.judge.report_prompt import REPORT_DATA_INSTRUCTION
@@ -91,12 +91,67 @@ def test_with_no_analysis_to_read_the_request_is_refused_saying_why():
 @pytest.mark.django_db
 def test_a_second_request_while_one_on_the_same_filters_is_active_returns_it():
     analysed_session()
+    analysed_session(alert_type="database")
     first = requested()
     assert requested(by="bob") == first
     other = requested(InsightFilters(alert_type="kubernetes"))
     assert other != first
     reports.fail_report(first.report_id, "test")
     assert requested() not in (first, other)
+
+
+def since(seconds: int) -> InsightFilters:
+    """Every session (they start at 2026-01-01T00:00:00Z), from a minute before, moved by ``seconds``."""
+    return parse_filters({"since": f"2025-12-31T23:59:{seconds:02d}Z"})
+
+
+@pytest.mark.django_db
+def test_requests_that_would_read_the_same_scores_get_the_pending_report():
+    for _ in range(10):
+        analysed_session()
+
+    answered = {requested(since(second), by=f"user-{second}").report_id for second in range(12)}
+
+    assert len(answered) == 1 and InsightReport.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_completed_report_on_the_same_scores_is_reused_while_fresh_and_for_the_same_judge_model(settings):
+    analysed_session()
+    settings.SCORING_LLM_MODEL = "openai/first-judge"
+    first = requested(since(0))
+    reports.claim_pending_reports(1)
+    InsightReport.objects.filter(pk=first.pk).update(status="completed", completed_at_us=services.now_us())
+
+    assert requested(since(1)) == first
+    settings.SCORING_REPORT_REUSE_S = 60
+    InsightReport.objects.filter(pk=first.pk).update(completed_at_us=services.now_us() - 61_000_000)
+    stale = requested(since(2))
+    assert stale != first
+    reports.fail_report(stale.report_id, "test")  # a failed report answers nothing
+    pending = requested(since(3))
+    assert pending not in (first, stale)
+    settings.SCORING_LLM_MODEL = "openai/second-judge"  # another judge would write another report
+    assert requested(since(4)) not in (first, stale, pending)
+
+
+@pytest.mark.django_db
+def test_a_user_may_queue_at_most_the_report_rate_and_answered_requests_are_free(settings):
+    settings.SCORING_REPORT_RATE = "3/h"
+    for alert_type in ("a", "b", "c", "d", "e"):
+        analysed_session(alert_type=alert_type)
+    queued = [requested(InsightFilters(alert_type=alert_type)) for alert_type in ("a", "b", "c")]
+    assert requested(InsightFilters(alert_type="a")) == queued[0]  # answered by a pending report: free
+
+    refusal = r"alice has requested 3 reports within the last hour"
+    with pytest.raises(reports.TooManyReports, match=refusal) as e:
+        requested(InsightFilters(alert_type="d"))
+
+    assert 3590 <= e.value.retry_after_s <= 3600
+    assert requested(InsightFilters(alert_type="d"), by="bob").status == "pending"  # per user
+    first_us = InsightReport.objects.get(pk=queued[0].pk).requested_at_us
+    InsightReport.objects.filter(pk=queued[0].pk).update(requested_at_us=first_us - 3_600_000_000)
+    assert requested(InsightFilters(alert_type="e")).status == "pending"  # an hour on, one more
 
 
 # --- Writing --------------------------------------------------------------------------------
@@ -258,9 +313,10 @@ def test_an_open_circuit_breaker_fails_the_report_without_a_call(judge_llm, sett
 @pytest.mark.django_db
 def test_a_report_is_claimed_once_oldest_first(settings):
     analysed_session()
+    analysed_session(alert_type="database")
     oldest, newer = requested(), requested(InsightFilters(alert_type="kubernetes"))
     InsightReport.objects.filter(pk=newer.pk).update(requested_at_us=oldest.requested_at_us + 1)
-    failed = requested(InsightFilters(chain_id="kubernetes-chain"))
+    failed = requested(InsightFilters(chain_id="database-chain"))
     reports.fail_report(failed.report_id, "failed meanwhile")
     settings.SCORING_LLM_MODEL = "openai/claiming-model"
 
@@ -284,6 +340,28 @@ def test_reports_and_scorings_share_the_global_limit_of_jobs_in_progress(setting
     assert services.claim_pending_scores(1) == []  # now the report holds it
     reports.fail_report(report.report_id, "done")
     assert services.claim_pending_scores(1) == [pending]
+
+
+@pytest.mark.parametrize(("share", "slots", "most"), [(0.25, 20, 5), (0.25, 7, 1), (0.25, 2, 1), (1, 3, 3)])
+def test_reports_hold_their_share_of_the_slots_rounded_down_but_one_at_least(share, slots, most, settings):
+    settings.SCORING_REPORT_SLOT_SHARE = share
+    assert reports.report_slots(slots) == most
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reports_hold_at_most_their_share_of_the_jobs_in_progress_across_workers(settings):
+    settings.SCORING_MAX_IN_FLIGHT = 8
+    for alert_type in ("a", "b", "c"):
+        analysed_session(alert_type=alert_type)
+    pending = [requested(InsightFilters(alert_type=alert_type)) for alert_type in ("a", "b", "c")]
+
+    claimed = reports.claim_pending_reports(8)
+    assert len(claimed) == 2
+    assert reports.claim_pending_reports(8) == []  # a quarter of 8 are in progress
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    assert services.claim_pending_scores(8) == [score]  # the rest is the scorings'
+    reports.fail_report(claimed[0].report_id, "done")
+    assert reports.claim_pending_reports(8) == [report for report in pending if report not in claimed]
 
 
 # --- Orphans --------------------------------------------------------------------------------
@@ -409,3 +487,34 @@ def test_a_report_whose_worker_stops_is_failed_not_left_in_progress(
     assert reports.expire_stale_reports() == 1
     report.refresh_from_db()
     assert report.status == "failed" and report.error_message.startswith("orphaned: in progress for over 0 s")
+
+
+@pytest.mark.processes
+def test_a_scoring_asked_after_ten_queued_reports_starts_within_a_second(
+    start_worker, judge_llm, operator_client
+):
+    def slow_reports(body: dict) -> Reply:
+        if "MCP prioritization report" in body["messages"][-1]["content"]:
+            return Reply(REPORT_TEXT, delay=30)
+        return Reply("Logical Flow: 15/25\n\n60") if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
+
+    judge_llm.set_default(slow_reports)
+    env = {"SCORING_WORKERS": "1", "SCORING_CONCURRENCY_PER_WORKER": "4", "SCORING_LLM_TIMEOUT_S": "60"}
+    start_worker(**{**judge_llm.env(), **env})
+    for number in range(10):  # ten reports, each on scores of its own
+        analysed_session(alert_type=f"type-{number}")
+        response = operator_client.post(REPORTS_URL, {"alert_type": f"type-{number}"}, format="json")
+        assert response.status_code == 202
+    wait_for(lambda: judge_llm.requests, what="a report's judge call")
+    time.sleep(2)  # the worker's dispatcher has claimed all the reports it will (it polls every second)
+
+    session = make_session()
+    assert operator_client.post(f"/api/v1/scoring/sessions/{session.session_id}/score").status_code == 202
+
+    score = wait_for(
+        lambda: SessionScore.objects.filter(session=session).exclude(status="pending").first(),
+        timeout_s=40,
+        what="a worker to claim the scoring",
+    )
+    assert score.started_at_us - score.scored_at_us < 1_000_000  # claimed within a second of the request
+    assert InsightReport.objects.filter(status="in_progress").count() == 1  # a quarter of the four slots

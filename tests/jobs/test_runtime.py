@@ -47,6 +47,21 @@ def test_a_report_takes_one_of_the_slots_as_a_score_does_and_goes_first():
     assert status_of(score) != ScoringStatus.PENDING
 
 
+def test_reports_take_at_most_their_share_of_the_slots_and_a_score_gets_one_of_the_rest(settings):
+    settings.SCORING_REPORT_SLOT_SHARE = 0.25
+    for number in range(10):  # ten reports, each on scores of its own
+        make_score(make_session(alert_type=f"type-{number}"), missing_tools_analysis="1. kubectl-logs")
+        reports.request_report(InsightFilters(alert_type=f"type-{number}"), "alice")
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    runtime = JudgeRuntime(slots=4, poll_s=0.1)
+
+    runtime._dispatch_once()
+    runtime._pool.shutdown(wait=True)
+
+    assert InsightReport.objects.filter(status=ScoringStatus.PENDING).count() == 9  # one of four slots
+    assert status_of(score) != ScoringStatus.PENDING
+
+
 def test_a_runtime_that_stopped_claiming_leaves_pending_scores_to_other_workers():
     """A stopping worker fails the scores it holds; it must not claim more meanwhile."""
     score = make_score(make_session(), status=ScoringStatus.PENDING)

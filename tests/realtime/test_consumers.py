@@ -544,6 +544,30 @@ def test_session_cookie_needs_an_allowed_origin():
     assert without_origin and foreign_origin
 
 
+def test_a_proxy_name_of_a_staff_account_is_refused_as_on_rest_but_its_session_is_not():
+    """As on REST (scoring.auth.may_sign_in_by_proxy): the proxy's header never signs a staff
+    account in; that account's own session (its password) does."""
+    get_user_model().objects.create_user("admin", is_staff=True)
+    get_user_model().objects.create_user("root", is_superuser=True)
+    cookie = session_cookie("staff-operator")
+    get_user_model().objects.filter(username="staff-operator").update(is_staff=True)
+
+    async def scenario():
+        refused = [
+            await LoopbackCommunicator([(b"x-forwarded-user", name)]).refused()
+            for name in (b"admin", b"root")
+        ]
+        browser = [cookie, (b"host", b"localhost"), (b"origin", b"http://localhost")]
+        own_session = LoopbackCommunicator([(b"x-forwarded-user", b"admin"), *browser])
+        greeting = await own_session.open()
+        await own_session.disconnect()
+        return refused, greeting
+
+    refused, greeting = run(scenario)
+    assert refused == [True, True]
+    assert greeting["type"] == "connection.established"
+
+
 def test_csrf_trusted_origin_is_allowed(settings):
     settings.CSRF_TRUSTED_ORIGINS = ["https://tarsy.example.com"]
 

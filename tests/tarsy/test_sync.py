@@ -14,7 +14,7 @@ from scoring import services
 from scoring.models import AlertSession, SessionScore, TarsySync, TarsySyncedSession
 from scoring.tarsy import sync as tarsy_sync
 from scoring.tarsy_bot import api as tarsy_bot_api
-from tests.support.factories import make_session
+from tests.support.factories import make_session, proxy_client
 from tests.support.servers import REPO_DIR, child_env
 from tests.support.tarsy import StandInTarsy, new_session, real_documents
 from tests.support.tls import private_ca_certificate
@@ -311,6 +311,18 @@ def test_sync_scorings_stop_at_the_daily_cap(db, tarsy, settings):
     out, _, _ = sync(tarsy.url, "--score")
     assert "scoring: over daily cap: 1" in out
     assert SessionScore.objects.count() == 4
+
+
+def test_a_user_named_like_the_sync_does_not_use_its_daily_cap(db, settings):
+    settings.SCORING_AUTO_SCORE_MAX_PER_DAY = 1
+    for name in ("tarsy-sync", "tarsy-syncer"):
+        answer = proxy_client(name).post(f"/api/v1/scoring/sessions/{make_session().session_id}/score")
+        assert answer.status_code == 202
+    assert proxy_client("tarsy-sync:worker").get("/api/v1/sessions/").status_code == 403
+
+    outcome = tarsy_sync.request_scorings([str(make_session().pk)], triggered_by="tarsy-sync:worker")
+
+    assert (outcome["queued"], outcome["over_daily_cap"]) == (1, 0)
 
 
 def test_concurrent_sync_scorings_cannot_pass_the_cap_together(transactional_db, settings):

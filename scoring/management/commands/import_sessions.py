@@ -9,7 +9,7 @@ from typing import BinaryIO
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scoring import services
+from scoring import identities, services
 from scoring.models import SessionSource
 from scoring.tarsy import ingest
 from scoring.tarsy.documents import InvalidSession
@@ -187,7 +187,7 @@ class Command(BaseCommand):
         which source it is and what storing it did); return why it was rejected, if it was."""
         try:
             session, outcome = services.ingest_session(
-                record.document, written_by=f"import_sessions:{record.where}"
+                record.document, written_by=f"{identities.IMPORT_WRITE}{record.where}"
             )
         except InvalidSession as exc:
             return f"({source}) {exc}" if verbose else str(exc)

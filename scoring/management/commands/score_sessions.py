@@ -3,7 +3,7 @@ import getpass
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from scoring import batches, selectors
+from scoring import batches, identities, selectors
 from scoring.judge.prompts import estimated_tokens
 from scoring.management.options import since_us
 
@@ -45,7 +45,7 @@ class Command(BaseCommand):
             return
         outcome = batches.score_sessions(
             list(sessions.values_list("session_id", flat=True)),
-            triggered_by=options["triggered_by"] or f"cli:{getpass.getuser()}",
+            triggered_by=options["triggered_by"] or f"{identities.COMMAND}{getpass.getuser()}",
             force_rescore=options["force"] or options["obsolete"] or options["failed"],
         )
         self.stdout.write(", ".join(f"{name.replace('_', ' ')}: {count}" for name, count in outcome.items()))

@@ -88,7 +88,7 @@ class Command(BaseCommand):
                 client,
                 since_us=since_us(since) if since else None,
                 score=score,
-                triggered_by=f"{sync.SCORING_TRIGGER_PREFIX}:cli:{getpass.getuser()}",
+                triggered_by=f"{sync.SCORING_TRIGGER_PREFIX}cli:{getpass.getuser()}",
             )
         except sync.SyncAlreadyRunning as exc:
             self.stdout.write(f"{exc}; nothing done")
