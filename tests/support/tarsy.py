@@ -17,6 +17,7 @@ It can be told to answer 401/403/5xx or drop connections, and counts requests.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import threading
@@ -27,6 +28,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from django.core.management import CommandError, call_command
 
 from tests.support.servers import REPO_DIR, StandInHTTPServer
 from tests.support.tls import ServerCertificate
@@ -260,6 +262,17 @@ class StandInTarsy:
                 self.wfile.write(data)
 
         return Handler
+
+
+def sync(*args: str) -> tuple[str, str, str | None]:
+    """Run ``manage.py sync_sessions``; return its stdout, its stderr and its CommandError (None
+    if it succeeded)."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    try:
+        call_command("sync_sessions", *args, stdout=stdout, stderr=stderr)
+    except CommandError as exc:
+        return stdout.getvalue(), stderr.getvalue(), str(exc)
+    return stdout.getvalue(), stderr.getvalue(), None
 
 
 def new_session(template: dict, started_at_us: int) -> dict:

@@ -1,13 +1,11 @@
 """manage.py sync_sessions and scoring.tarsy.sync against a stand-in tarsy-bot
 serving real tarsy-bot documents (tests/support/tarsy.py)."""
 
-import io
 import subprocess
 import sys
 import threading
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import OperationalError, connection
 
 from scoring import services
@@ -16,7 +14,7 @@ from scoring.tarsy import sync as tarsy_sync
 from scoring.tarsy_bot import api as tarsy_bot_api
 from tests.support.factories import make_session, proxy_client
 from tests.support.servers import REPO_DIR, child_env
-from tests.support.tarsy import StandInTarsy, new_session, real_documents
+from tests.support.tarsy import StandInTarsy, new_session, real_documents, sync
 from tests.support.tls import private_ca_certificate
 
 
@@ -24,16 +22,6 @@ from tests.support.tls import private_ca_certificate
 def quick_retries(settings):
     settings.TARSY_SYNC_BACKOFF_S = 0.01
     settings.TARSY_SYNC_TIMEOUT_S = 10
-
-
-def sync(*args: str) -> tuple[str, str, str | None]:
-    """Run the command; return its stdout, its stderr and its CommandError (None if it succeeded)."""
-    stdout, stderr = io.StringIO(), io.StringIO()
-    try:
-        call_command("sync_sessions", *args, stdout=stdout, stderr=stderr)
-    except CommandError as exc:
-        return stdout.getvalue(), stderr.getvalue(), str(exc)
-    return stdout.getvalue(), stderr.getvalue(), None
 
 
 def stored_ids() -> set[str]:

@@ -6,9 +6,7 @@ Regenerate the golden files after an intended format change with
 """
 
 import copy
-import difflib
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from scoring.judge.prompts import JUDGE_PROMPT_SCORE, OUTPUT_SCHEMA_SCORE, fill_placeholders
 from scoring.judge.rendering import render_alert_data, render_investigation
 from scoring.models import AlertSession
+from tests.support.goldens import assert_matches_golden
 from tests.support.samples import SAMPLES_DIR, TARSY_BOT_SAMPLES
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "rendering"
@@ -66,16 +65,7 @@ def test_there_are_enough_samples():
 def test_render_matches_golden(path):
     rendered = render_investigation(session_from(json.loads(path.read_text(encoding="utf-8"))))
     golden = GOLDEN_DIR / f"{path.stem}.txt"
-    if os.environ.get("UPDATE_GOLDENS"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered, encoding="utf-8")
-    assert golden.exists(), f"no golden file for {path.name}: run with UPDATE_GOLDENS=1"
-    expected = golden.read_text(encoding="utf-8")
-    if rendered != expected:
-        diff = difflib.unified_diff(
-            expected.splitlines(), rendered.splitlines(), "golden", "rendered", lineterm="", n=2
-        )
-        pytest.fail(f"render of {path.name} differs from {golden.name}:\n" + "\n".join(list(diff)[:120]))
+    assert_matches_golden(rendered, golden, path.name)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.stem)

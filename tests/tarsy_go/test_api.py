@@ -3,14 +3,13 @@ Go TARSy's e2e sessions as its API serves them: which TARSy answers, the waterma
 re-check lists, a review added later, a token and TLS, slow and failing answers."""
 
 import copy
-import io
 
 import pytest
-from django.core.management import CommandError, call_command
 
 from scoring.models import AlertSession, SessionSource, TarsySync, TarsySyncedSession
 from scoring.tarsy_go import api as go_api
 from tests.support.fake_tarsy_go import StandInGoTarsy
+from tests.support.tarsy import sync
 from tests.support.tarsy_go import SESSION_SCENARIOS, golden_document
 from tests.support.tls import private_ca_certificate
 
@@ -21,15 +20,6 @@ LIST = "/api/v1/sessions"
 def quick_retries(settings):
     settings.TARSY_SYNC_BACKOFF_S = 0.01
     settings.TARSY_SYNC_TIMEOUT_S = 10
-
-
-def sync(*args: str) -> tuple[str, str, str | None]:
-    stdout, stderr = io.StringIO(), io.StringIO()
-    try:
-        call_command("sync_sessions", *args, stdout=stdout, stderr=stderr)
-    except CommandError as exc:
-        return stdout.getvalue(), stderr.getvalue(), str(exc)
-    return stdout.getvalue(), stderr.getvalue(), None
 
 
 def documents_by_id() -> dict[str, dict]:

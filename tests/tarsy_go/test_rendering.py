@@ -9,9 +9,7 @@ and every fact of Go's text must be in ours, in the same order. Our own Go TARSy
 """
 
 import copy
-import difflib
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ from scoring.judge.parts import ToolResult
 from scoring.judge.rendering import investigation_digest, render_alert_data, render_investigation
 from scoring.models import AlertSession
 from scoring.tarsy_go import rendering
+from tests.support.goldens import assert_matches_golden
 from tests.support.samples import TARSY_GO_SAMPLES, load, unsaved_session
 from tests.support.servers import REPO_DIR
 from tests.support.tarsy_go_builder import GoSession, alert_session
@@ -926,16 +925,7 @@ def test_sample_render_matches_golden(path):
     ``UPDATE_GOLDENS=1 .venv/bin/pytest tests/tarsy_go/test_rendering.py -k golden``; review the diff."""
     rendered = render_sample(path)
     golden = SAMPLE_GOLDEN_DIR / f"{path.stem}.txt"
-    if os.environ.get("UPDATE_GOLDENS"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(rendered, encoding="utf-8")
-    assert golden.exists(), f"no golden file for {path.name}: run with UPDATE_GOLDENS=1"
-    expected = golden.read_text(encoding="utf-8")
-    if rendered != expected:
-        diff = difflib.unified_diff(
-            expected.splitlines(), rendered.splitlines(), "golden", "rendered", lineterm="", n=2
-        )
-        pytest.fail(f"render of {path.name} differs from {golden.name}:\n" + "\n".join(list(diff)[:120]))
+    assert_matches_golden(rendered, golden, path.name)
 
 
 def test_every_golden_render_has_its_sample():
