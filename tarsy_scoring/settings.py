@@ -434,6 +434,9 @@ TARSY_SYNC_SESSION_DEADLINE_S = env_number("TARSY_SYNC_SESSION_DEADLINE_S", 300.
 # Go TARSy: a run lists every finished session, not only those since the watermark, when the
 # last run that did is older than this (a chat added to an old session shows then).
 TARSY_SYNC_FULL_PASS_S = env_number("TARSY_SYNC_FULL_PASS_S", 21600.0)
+# Go TARSy: between full passes, reviews and TARSy's own scores are looked for on the sessions
+# created within this long (their lists are read whole at every run).
+TARSY_SYNC_RECHECK_S = env_number("TARSY_SYNC_RECHECK_S", 604800.0)
 # /readyz fails when the last successful sync started longer ago than this; 0: reported, never failed.
 TARSY_SYNC_MAX_LAG_S = env_number("TARSY_SYNC_MAX_LAG_S", 0.0)
 # Request a scoring of every session the periodic sync imports for the first time,
@@ -451,6 +454,7 @@ for _name, _value, _least in (
     ("TARSY_SYNC_CONCURRENCY", TARSY_SYNC_CONCURRENCY, 1),
     ("TARSY_SYNC_SESSION_DEADLINE_S", TARSY_SYNC_SESSION_DEADLINE_S, 1),
     ("TARSY_SYNC_FULL_PASS_S", TARSY_SYNC_FULL_PASS_S, 0),
+    ("TARSY_SYNC_RECHECK_S", TARSY_SYNC_RECHECK_S, 0),
     ("SCORING_AUTO_SCORE_MAX_PER_DAY", SCORING_AUTO_SCORE_MAX_PER_DAY, 0),
 ):
     if _value < _least:

@@ -3,8 +3,10 @@
 The schema depends only on the code, yet making it (drf-spectacular walks every view) and
 rendering it cost about 35-55 ms of CPU, on a page anyone may fetch. Each process keeps the
 rendered answer for each of the four formats it serves (two YAML, two JSON media types) and
-answers again from it. A request asking for another language (``?lang=``) is made afresh,
-so that no caller can fill the memory with variants.
+answers again from it. A request with any query parameter but ``format`` (another language,
+``?lang=``, or version, ``?version=``, which drf-spectacular writes into the schema) is made
+afresh and never kept: no caller can change what the others are answered, nor fill the memory
+with variants.
 """
 
 import threading
@@ -27,7 +29,7 @@ def forget_rendered_schemas() -> None:
 class CachedSchemaView(SpectacularAPIView):
     @extend_schema(**SCHEMA_KWARGS)  # as its parent's: the schema leaves itself out
     def get(self, request, *args, **kwargs):
-        kept = None if request.GET.get("lang") else _rendered.get(request.accepted_renderer.media_type)
+        kept = _rendered.get(request.accepted_renderer.media_type) if _plain(request) else None
         if kept is None:
             return super().get(request, *args, **kwargs)
         body, content_type, disposition = kept
@@ -36,7 +38,7 @@ class CachedSchemaView(SpectacularAPIView):
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
         fresh = getattr(response, "accepted_renderer", None) is not None  # made now, not answered from memory
-        if fresh and response.status_code == 200 and not request.GET.get("lang"):
+        if fresh and response.status_code == 200 and _plain(request):
             response.render()
             with _rendered_lock:
                 _rendered[request.accepted_renderer.media_type] = (
@@ -45,3 +47,8 @@ class CachedSchemaView(SpectacularAPIView):
                     response["Content-Disposition"],
                 )
         return response
+
+
+def _plain(request) -> bool:
+    """Whether the request asks for the schema as it is, in one format (no other parameter)."""
+    return set(request.GET) <= {"format"}

@@ -67,7 +67,7 @@ def _json_object(text: str) -> dict | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
         return None
     return value if isinstance(value, dict) else None
 

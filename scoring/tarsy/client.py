@@ -204,6 +204,10 @@ class TarsyClient:
                     content_type = response.headers.get("Content-Type", "")
             except urllib.error.HTTPError as exc:
                 problem = self._refused(exc, url)
+            except UnicodeError:
+                raise BadAnswer(
+                    f"GET {printable(url)} cannot be sent: it holds characters a URL cannot carry"
+                ) from None
             except ValueError:
                 # http.client refuses a header value with a line break: say which, never its value.
                 raise SyncError(

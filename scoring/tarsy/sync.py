@@ -124,10 +124,13 @@ def api_at(client: TarsyClient, since_us: int | None):
 
 
 def _lease_s(client: TarsyClient) -> float:
-    """Longer than one request may take with all its retries, twice over: the lease
-    is renewed before every request."""
+    """Longer than the most a run goes between two renewals, with room to spare: the lease is
+    renewed before each list page and each session, and after a session is fetched; between
+    two renewals, one request with all its retries, twice over, or one Go TARSy session's fetch
+    (``TARSY_SYNC_SESSION_DEADLINE_S``) and a request."""
     attempts = client.max_retries + 1
-    return 2 * attempts * (client.timeout_s + client.backoff_s * 2**client.max_retries)
+    request_s = attempts * (client.timeout_s + client.backoff_s * 2**client.max_retries)
+    return request_s + max(request_s, settings.TARSY_SYNC_SESSION_DEADLINE_S)
 
 
 def _take_lease(source: str, holder: str, lease_s: float) -> bool:
@@ -276,6 +279,12 @@ class _Run:
             except FetchFailed as exc:
                 self.report.rejected.append((session_id, str(exc)))
                 continue
+            except SyncError:
+                raise  # about the run (credentials, TARSy down, its deadline), not this session
+            except Exception as exc:  # this session's answers are of a shape nothing here expects
+                self._remember(session_id, entry, None, _unreadable(session_id, self.source, exc))
+                continue
+            self.renew()
             self._store(session_id, entry, document)
 
     def _store(self, session_id: str, entry: dict, document) -> None:
@@ -296,6 +305,10 @@ class _Run:
             return self._remember(
                 session_id, entry, None, f"could not be stored: {type(exc).__name__}: {printable(str(exc)[:200])}"
             )
+        except SyncError:
+            raise
+        except Exception as exc:  # a document of a shape nothing here expects: it must not stop every run
+            return self._remember(session_id, entry, None, _unreadable(session_id, self.source, exc))
         if outcome is services.IngestOutcome.UNCHANGED:
             self.report.unchanged += 1
         elif outcome is services.IngestOutcome.CREATED:
@@ -319,6 +332,12 @@ class _Run:
                 },
             )
         )
+
+
+def _unreadable(session_id: str, source: str, exc: Exception) -> str:
+    """Why a session was skipped for an error nothing expected (logged whole, for a fix)."""
+    logger.error("session %s from %s could not be read", session_id, source, exc_info=exc)
+    return f"could not be read: {type(exc).__name__}: {printable(str(exc)[:200])}"
 
 
 def _ingest(document, *, written_by: str):

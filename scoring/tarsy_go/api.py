@@ -8,7 +8,9 @@ a run reads three lists, each newest first, 100 a page:
   else of the newest session the last run listed. A session that finishes later was created
   after it, so it is listed then;
 - the finished sessions its reviewers took up or reviewed, and those its own judge scored,
-  whenever created: a review or a score added to an old session changes its list entry.
+  created within ``TARSY_SYNC_RECHECK_S``: a review or a score added to a session changes its
+  list entry. Every ``TARSY_SYNC_FULL_PASS_S`` a run lists every finished session instead, which
+  also brings what changed on older sessions.
 
 A session is fetched only when its list entry changed since the last fetch (status, completion,
 chat messages, review, TARSy's score: ``fingerprint``): its detail, timeline, trace, score and
@@ -22,6 +24,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -32,7 +35,7 @@ from django.conf import settings
 
 from scoring.models import SessionSource, SessionStatus, TarsySync, TarsySyncedSession
 from scoring import services
-from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, TarsyClient, TarsyNotFound
+from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, TarsyClient, TarsyNotFound, printable
 from scoring.tarsy.listing import list_pages
 from scoring.tarsy_go.document import FORMAT
 
@@ -86,8 +89,13 @@ class TarsyGoApi:
         for entries in self._pages(self._finished_filters(), max_pages, first_page):
             newest_us = max([newest_us or 0, *(_time_us(e.get("created_at")) or 0 for e in entries)])
             yield entries
-        for filters in RECHECK_FILTERS:
-            yield from self._pages({"status": FINISHED, **filters}, max_pages, None)
+        if not self._full_pass:  # a full pass has listed them all already
+            # Reviews and scores of sessions created within TARSY_SYNC_RECHECK_S; older ones wait
+            # for the next full pass, so that these lists stay short.
+            recheck_from = since_us or self._started_at_us - int(settings.TARSY_SYNC_RECHECK_S * 1_000_000)
+            for filters in RECHECK_FILTERS:
+                recheck = {"status": FINISHED, **filters, "start_date": _rfc3339(recheck_from)}
+                yield from self._pages(recheck, max_pages, None)
         if since_us is None:
             self._move_watermark(newest_us)
 
@@ -168,39 +176,35 @@ class TarsyGoApi:
 
     def fetch(self, session_id: str, entry: dict) -> dict:
         """The session's document, assembled from its API's answers, within the session's
-        deadline; ``TarsyNotFound`` when it was deleted meanwhile."""
+        deadline. ``TarsyNotFound`` when its detail answers 404 (deleted meanwhile); a 404 for
+        another of its parts is a ``BadAnswer``, remembered like any bad document."""
         client = replace(self.client, deadline=self._session_deadline())
         base = f"{LIST_PATH}/{session_id}"
-        with ThreadPoolExecutor(settings.TARSY_SYNC_CONCURRENCY, thread_name_prefix="tarsy-go-fetch") as pool:
-            try:
-                parts = dict(
-                    zip(
-                        ("session", "timeline", "trace", "score", "review_activity"),
-                        pool.map(
-                            lambda get: get(),
-                            [
-                                lambda: client.get_json(base),
-                                lambda: client.get_json(f"{base}/timeline"),
-                                lambda: client.get_json(f"{base}/trace"),
-                                lambda: _optional(client, f"{base}/score"),
-                                lambda: _optional(client, f"{base}/review-activity"),
-                            ],
-                        ),
-                    )
-                )
-                llm_ids, mcp_ids = _interaction_ids(parts["trace"])
-                llm = list(pool.map(lambda i: client.get_json(f"{base}/trace/llm/{i}"), llm_ids))
-                mcp = list(pool.map(lambda i: client.get_json(f"{base}/trace/mcp/{i}"), mcp_ids))
-            except DeadlineReached as exc:
-                if self.client.seconds_left() is not None and self.client.seconds_left() <= 0:
-                    raise  # the run's own deadline: the run stops
-                created_us = _time_us(entry.get("created_at"))
-                if created_us is not None:
-                    self._retry_from_us = min(created_us, self._retry_from_us or created_us)
-                raise FetchFailed(
-                    f"session {session_id} was not fetched within TARSY_SYNC_SESSION_DEADLINE_S "
-                    f"({settings.TARSY_SYNC_SESSION_DEADLINE_S:g} s): {exc}"
-                ) from None
+        pool = ThreadPoolExecutor(settings.TARSY_SYNC_CONCURRENCY, thread_name_prefix="tarsy-go-fetch")
+        try:
+            session = pool.submit(client.get_json, base)
+            parts = {
+                "timeline": pool.submit(_part, client, f"{base}/timeline"),
+                "trace": pool.submit(_part, client, f"{base}/trace"),
+                "score": pool.submit(_optional, client, f"{base}/score"),
+                "review_activity": pool.submit(_optional, client, f"{base}/review-activity"),
+            }
+            parts = {"session": session.result(), **{name: part.result() for name, part in parts.items()}}
+            llm_ids, mcp_ids = _interaction_ids(parts["trace"])
+            llm = list(pool.map(lambda i: _part(client, f"{base}/trace/llm/{i}"), llm_ids))
+            mcp = list(pool.map(lambda i: _part(client, f"{base}/trace/mcp/{i}"), mcp_ids))
+        except DeadlineReached as exc:
+            if self.client.seconds_left() is not None and self.client.seconds_left() <= 0:
+                raise  # the run's own deadline: the run stops
+            created_us = _time_us(entry.get("created_at"))
+            if created_us is not None:
+                self._retry_from_us = min(created_us, self._retry_from_us or created_us)
+            raise FetchFailed(
+                f"session {session_id} was not fetched within TARSY_SYNC_SESSION_DEADLINE_S "
+                f"({settings.TARSY_SYNC_SESSION_DEADLINE_S:g} s): {exc}"
+            ) from None
+        finally:
+            pool.shutdown(cancel_futures=True)  # after a failure, what is still queued is not asked for
         return {
             "format": FORMAT,
             **parts,
@@ -211,6 +215,14 @@ class TarsyGoApi:
     def _session_deadline(self) -> float:
         deadline = time.monotonic() + settings.TARSY_SYNC_SESSION_DEADLINE_S
         return deadline if self.client.deadline is None else min(deadline, self.client.deadline)
+
+
+def _part(client: TarsyClient, path: str):
+    """A part every session has: a 404 for it says the answer is broken, not that the session is gone."""
+    try:
+        return client.get_json(path)
+    except TarsyNotFound as exc:
+        raise BadAnswer(str(exc)) from None
 
 
 def _optional(client: TarsyClient, path: str):
@@ -224,32 +236,46 @@ def _optional(client: TarsyClient, path: str):
 def _interaction_ids(trace) -> tuple[list[str], list[str]]:
     """The ids of every LLM and MCP interaction the trace list names, in its order: each
     stage's executions and their sub-agents, then the session-level interactions."""
-    if not isinstance(trace, dict):
-        raise BadAnswer("Go TARSy's trace list is not an object")
+    if not isinstance(trace, dict) or not isinstance(trace.get("stages"), list):
+        raise BadAnswer("Go TARSy's trace list is not an object with a list of stages")
     llm, mcp = [], []
-
-    def execution(group) -> None:
+    # Depth first, without recursion: sub-agents may nest as deep as the answer does.
+    groups = [
+        group
+        for stage in reversed(_list(trace.get("stages")))
+        if isinstance(stage, dict)
+        for group in reversed(_list(stage.get("executions")))
+    ]
+    while groups:
+        group = groups.pop()
         if not isinstance(group, dict):
-            return
+            continue
         llm.extend(_ids(group.get("llm_interactions")))
         mcp.extend(_ids(group.get("mcp_interactions")))
-        for sub_agent in group.get("sub_agents") or []:
-            execution(sub_agent)
-
-    for stage in trace.get("stages") or []:
-        for group in (stage.get("executions") or []) if isinstance(stage, dict) else []:
-            execution(group)
+        groups.extend(reversed(_list(group.get("sub_agents"))))
     llm.extend(_ids(trace.get("session_interactions")))
     return list(dict.fromkeys(llm)), list(dict.fromkeys(mcp))
 
 
+# An interaction id as Go TARSy makes them (UUIDs): anything else could name another path.
+_INTERACTION_ID = re.compile(r"[0-9A-Za-z-]{1,100}")
+
+
 def _ids(items) -> list[str]:
-    """The interactions' ids; one that is not a plain id is left out (it could name another path)."""
-    return [
-        item["id"]
-        for item in items or []
-        if isinstance(item, dict) and isinstance(item.get("id"), str) and item["id"].replace("-", "").isalnum()
-    ]
+    """The interactions' ids; BadAnswer for one that is not a plain id (it could name another path)."""
+    ids = []
+    for item in _list(items):
+        value = item.get("id") if isinstance(item, dict) else None
+        if not isinstance(value, str) or not _INTERACTION_ID.fullmatch(value):
+            raise BadAnswer(
+                f"Go TARSy's trace list names an interaction without a valid id: {printable(repr(item)[:100])}"
+            )
+        ids.append(value)
+    return ids
+
+
+def _list(value) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _time_us(value) -> int | None:

@@ -78,7 +78,9 @@ def parse_session(document) -> dict:
         )
     check = _GoDocumentCheck()
     session = check.value(document, "session", "", "an object") or {}
-    check.value(document, "trace", "", "an object")
+    trace = check.value(document, "trace", "", "an object")
+    if trace is not None:
+        check.value(trace, "stages", "trace", "a list")
     for key in ("llm_interactions", "mcp_interactions"):
         interactions = check.value(document, key, "", "an object") or {}
         for interaction_id, detail in interactions.items():
@@ -199,14 +201,21 @@ class _GoDocumentCheck(DocumentCheck):
     def review(self, session: dict, activity: dict | None) -> dict:
         """The reviewers' verdict, as copied to the session's columns; who gave it and when
         come from the review activity (its last completion), when the document has it."""
+        activities = (
+            self.value(activity, "activities", "review_activity", "a list", required=False, nullable=True)
+            if activity is not None
+            else None
+        )
         completed = [
-            item
-            for item in (activity or {}).get("activities") or []
+            (index, item)
+            for index, item in enumerate(activities or [])
             if isinstance(item, dict) and item.get("action") == REVIEW_COMPLETED
         ]
-        last = completed[-1] if completed else {}
+        index, last = completed[-1] if completed else (None, {})
         reviewer = last.get("actor") if isinstance(last.get("actor"), str) else None
-        reviewed_at = self.time(last, "created_at", "review_activity", required=False) if last else None
+        reviewed_at = (
+            self.time(last, "created_at", f"review_activity.activities[{index}]", required=False) if last else None
+        )
         status = self.text(session, "review_status", "session", column="source_review_status") or ""
         if status == "reviewed" and reviewer is None:
             reviewer = self.text(session, "assignee", "session")
@@ -248,11 +257,17 @@ def _scoring_model(session: dict, stage_id) -> str:
     when the score names none)."""
     stages = [
         stage
-        for stage in session.get("stages") or []
+        for stage in _list(session.get("stages"))
         if isinstance(stage, dict) and stage.get("stage_type") == SCORING_STAGE_TYPE
     ]
     chosen = next((stage for stage in stages if stage.get("id") == stage_id), stages[-1] if stages else None)
-    for execution in (chosen or {}).get("executions") or []:
+    for execution in _list((chosen or {}).get("executions")):
         if isinstance(execution, dict):
-            return execution.get("model_name") or execution.get("llm_provider") or ""
+            return str(execution.get("model_name") or execution.get("llm_provider") or "")
     return ""
+
+
+def _list(value) -> list:
+    """``value`` if it is a list, else none: a part of the wrong type is reported by the checks,
+    not tripped over here."""
+    return value if isinstance(value, list) else []

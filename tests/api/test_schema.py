@@ -181,3 +181,13 @@ def test_a_schema_in_another_language_is_made_each_time_and_never_kept(schemas_m
     client.get("/api/schema/", HTTP_ACCEPT="application/json")
 
     assert len(schemas_made) == 3
+
+
+def test_a_schema_asked_with_another_parameter_is_never_kept_for_others(schemas_made):
+    client = APIClient()
+    asked = client.get("/api/schema/?version=EVIL", HTTP_ACCEPT="application/json")
+    plain = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+
+    assert "EVIL" in asked.json()["info"]["version"]
+    assert "EVIL" not in plain.json()["info"]["version"] and "EVIL" not in plain["Content-Disposition"]
+    assert len(schemas_made) == 2

@@ -102,6 +102,7 @@ def test_a_go_tarsy_alert_that_is_json_text_is_read_as_the_object_it_holds():
         ("", "Summary of the analysis"),
         ("[1, 2]", "[1, 2]"),
         ("{not json", "{not json"),
+        ('{"a":' + "[" * 30000, '{"a":' + "[" * 154 + "…"),
         # Too long to be read as JSON for a heading: shown as text, cut.
         ('{"alertname": "X", "pad": "' + "x" * 70000 + '"}', '{"alertname": "X", "pad": "' + "x" * 132 + "…"),
     ],

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from scoring import services
 from scoring.models import AlertSession, SessionSource, TarsySync, TarsySyncedSession
 from scoring.tarsy_go import api as go_api
 from tests.support.fake_tarsy_go import StandInGoTarsy
@@ -47,18 +48,14 @@ def test_a_go_tarsy_is_recognised_and_each_session_stored_as_its_api_gave_it(db,
     counts = tarsy_go.request_counts()
     interactions = sum(len(d["llm_interactions"]) + len(d["mcp_interactions"]) for d in tarsy_go.documents.values())
     assert sum(n for path, n in counts.items() if "/trace/" in path) == interactions
-    # Finished sessions newest first, the largest page, then the two re-check lists.
+    # The first run is a full pass: every finished session, newest first, the largest page.
     assert tarsy_go.list_requests() == [
         {"status": ["completed,failed,cancelled,timed_out"], "page": ["1"], "page_size": ["100"],
          "sort_by": ["created_at"], "sort_order": ["desc"]},
-        {"status": ["completed,failed,cancelled,timed_out"], "review_status": ["in_progress,reviewed"],
-         "page": ["1"], "page_size": ["100"], "sort_by": ["created_at"], "sort_order": ["desc"]},
-        {"status": ["completed,failed,cancelled,timed_out"], "scoring_status": ["scored"], "page": ["1"],
-         "page_size": ["100"], "sort_by": ["created_at"], "sort_order": ["desc"]},
     ]  # fmt: skip
 
 
-def test_a_second_run_fetches_nothing_and_lists_from_the_watermark(db, tarsy_go):
+def test_a_second_run_fetches_nothing_and_lists_from_the_watermark(db, tarsy_go, settings):
     sync(tarsy_go.url)
     before = fetches(tarsy_go)
 
@@ -68,10 +65,17 @@ def test_a_second_run_fetches_nothing_and_lists_from_the_watermark(db, tarsy_go)
     assert fetches(tarsy_go) == before
     watermark = TarsySync.objects.get(source=tarsy_go.url).watermark_us
     assert watermark is not None
-    assert tarsy_go.list_requests()[3]["start_date"] == [go_api._rfc3339(watermark)]
+    finished, reviewed, scored = tarsy_go.list_requests()[1:]
+    assert finished["start_date"] == [go_api._rfc3339(watermark)]
+    # The re-check lists: sessions reviewed or scored since the last full pass was due.
+    assert reviewed["review_status"] == ["in_progress,reviewed"] and scored["scoring_status"] == ["scored"]
+    since = go_api._time_us(reviewed["start_date"][0])
+    assert 0 < services.now_us() - since - settings.TARSY_SYNC_RECHECK_S * 1e6 < 60e6
+    assert scored["start_date"] == reviewed["start_date"]
 
 
-def test_a_review_added_later_is_picked_up_and_only_that_session_fetched_again(db, tarsy_go):
+def test_a_review_added_later_is_picked_up_and_only_that_session_fetched_again(db, tarsy_go, settings):
+    settings.TARSY_SYNC_RECHECK_S = 10 * 365 * 86400  # Go's e2e sessions were created in August 2026
     sync(tarsy_go.url)
     before = fetches(tarsy_go)
     document = copy.deepcopy(documents_by_id()[next(iter(tarsy_go.documents))])
@@ -190,4 +194,60 @@ def test_a_chat_added_to_an_old_session_shows_on_the_next_full_pass(db, tarsy_go
     settings.TARSY_SYNC_FULL_PASS_S = 0
     out, _, error = sync(tarsy_go.url)
     assert error is None and "updated: 1" in out
-    assert "start_date" not in tarsy_go.list_requests()[-3]
+    assert "start_date" not in tarsy_go.list_requests()[-1]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d["trace"].update(stages=7),
+        lambda d: d["trace"]["stages"][0]["executions"][0].update(llm_interactions=[{"id": "é/../../x"}]),
+        lambda d: d["llm_interactions"].clear(),  # the trace names interactions Go then answers 404 for
+    ],
+)
+def test_a_session_whose_answers_are_broken_is_rejected_remembered_and_the_run_goes_on(db, tarsy_go, damage):
+    session_id = next(iter(tarsy_go.documents))
+    document = copy.deepcopy(tarsy_go.documents[session_id])
+    damage(document)
+    tarsy_go.add(document)
+
+    out, err, error = sync(tarsy_go.url)
+
+    assert error == "1 rejected" and "created: 3," in out
+    assert f"rejected: {session_id}: " in err
+    before = fetches(tarsy_go)[session_id]
+    _, _, error = sync(tarsy_go.url)  # remembered: not fetched again until its list entry changes
+    assert error is None and fetches(tarsy_go)[session_id] == before
+
+
+def test_a_document_nothing_expects_is_rejected_and_the_run_goes_on(db, tarsy_go, monkeypatch):
+    session_id = next(iter(tarsy_go.documents))
+    ingest = services.ingest_session
+
+    def failing_on_one(document, **kwargs):
+        if document["session"]["id"] == session_id:
+            raise TypeError("'int' object is not iterable")
+        return ingest(document, **kwargs)
+
+    monkeypatch.setattr(services, "ingest_session", failing_on_one)
+
+    out, err, error = sync(tarsy_go.url)
+
+    assert error == "1 rejected" and "created: 3," in out
+    assert f"rejected: {session_id}: could not be read: TypeError: 'int' object is not iterable" in err
+
+
+def test_a_review_of_a_session_older_than_the_recheck_window_shows_on_the_next_full_pass(db, tarsy_go, settings):
+    settings.TARSY_SYNC_RECHECK_S = 86400  # Go's e2e sessions are older than a day
+    sync(tarsy_go.url)
+    document = copy.deepcopy(next(iter(tarsy_go.documents.values())))
+    document["session"].update(review_status="reviewed", quality_rating="accurate", assignee="carol")
+    tarsy_go.add(document)
+
+    out, _, _ = sync(tarsy_go.url)
+    assert "updated: 0" in out
+
+    settings.TARSY_SYNC_FULL_PASS_S = 0
+    out, _, error = sync(tarsy_go.url)
+    assert error is None and "updated: 1" in out
+    assert AlertSession.objects.get(pk=document["session"]["id"]).source_reviewer == "carol"

@@ -236,3 +236,29 @@ def test_import_sessions_verbose_names_each_sessions_source(db, tmp_path):
         f"created: {go_file}: tarsy-go session {go_document['session']['id']}",
         f"created: {bot_file}: tarsy-bot session {bot_id}",
     ]
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (lambda d: d.update(review_activity={"activities": 7}), "review_activity.activities"),
+        (lambda d: d.update(score={"status": "completed", "total_score": 70}) or d["session"].update(stages=3),
+         "session.stages"),
+    ],
+)  # fmt: skip
+def test_parts_of_the_wrong_type_are_reported_by_path_not_tripped_over(change, path):
+    document = golden_document("skills")
+    change(document)
+
+    assert path in errors_of(document)
+
+
+def test_a_review_activitys_bad_time_is_reported_where_it_stands():
+    document = golden_document("skills")
+    document["review_activity"] = {
+        "activities": [{"action": "claim"}, {"action": "complete", "actor": "bob", "created_at": "soon"}]
+    }
+
+    assert errors_of(document) == {
+        "review_activity.activities[1].created_at": ["Expected an RFC 3339 time after 1970, got 'soon'."]
+    }
