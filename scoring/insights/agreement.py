@@ -61,7 +61,7 @@ def _with_notes(pairs: list[dict]) -> list[dict]:
     shown = []
     for pair in pairs:
         review_id = pair.pop("id")
-        shown.append({**pair, "note": notes[review_id]})
+        shown.append({**pair, "note": notes.get(review_id, "")})  # deleted since it was counted: no note
     return shown
 
 

@@ -76,9 +76,10 @@ def report_inputs(filters: InsightFilters):
 
 
 def inputs_digest(score_ids: list[str]) -> str:
-    """What a report's text depends on besides its prompts and filters: the scores it reads
-    (in any order) and the judge model that would write it."""
-    text = "\n".join([settings.SCORING_LLM_MODEL, *sorted(score_ids)])
+    """What a report's text depends on besides its filters: the scores it reads (in any order),
+    the judge model that would write it and the report's prompts (a deploy that changes them
+    makes new reports)."""
+    text = "\n".join([report_prompt.REPORT_PROMPTS_HASH, settings.SCORING_LLM_MODEL, *sorted(score_ids)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -6,6 +6,7 @@ changes no score. The judge's missing-tools analyses they carry are untrusted
 fences them as session data is fenced (``scoring.judge.injection``).
 """
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -61,6 +62,14 @@ Also say in how many sessions no critical tool was missing. Keep every count exa
 KIND_ANALYSES = "missing-tools analyses (one per session)"
 KIND_NOTES = "notes summarising such analyses"
 # fmt: on
+
+# SHA256 of every text above: a report made under other texts is not the report these would make.
+REPORT_PROMPTS_HASH = hashlib.sha256(
+    "\n\x00".join(
+        (ANALYSIS_HEADING, ENTRY_SEPARATOR, SCOPE, REPORT_DATA_INSTRUCTION, REPORT_PROMPT, MATERIAL_ANALYSES,
+         MATERIAL_NOTES, CHUNK_PROMPT, KIND_ANALYSES, KIND_NOTES)
+    ).encode()
+).hexdigest()  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from scoring.models import SessionSource, SessionStatus, TarsySync, TarsySyncedS
 from scoring import services
 from scoring.tarsy.client import BadAnswer, DeadlineReached, FetchFailed, TarsyClient, TarsyNotFound, printable
 from scoring.tarsy.listing import list_pages
-from scoring.tarsy_go.document import FORMAT
+from scoring.tarsy_go.document import FORMAT, rfc3339_us
 
 LIST_PATH = "/api/v1/sessions"
 ACTIVE_PATH = "/api/v1/sessions/active"
@@ -87,7 +87,7 @@ class TarsyGoApi:
     def finished_session_pages(self, since_us: int | None, max_pages: int, first_page) -> Iterator[list[dict]]:
         newest_us = None
         for entries in self._pages(self._finished_filters(), max_pages, first_page):
-            newest_us = max([newest_us or 0, *(_time_us(e.get("created_at")) or 0 for e in entries)])
+            newest_us = max([newest_us or 0, *(rfc3339_us(e.get("created_at")) or 0 for e in entries)])
             yield entries
         if not self._full_pass:  # a full pass has listed them all already
             # Reviews and scores of sessions created within TARSY_SYNC_RECHECK_S; older ones wait
@@ -130,7 +130,7 @@ class TarsyGoApi:
         except TarsyNotFound:  # a Go TARSy without it: the watermark is the newest listed
             return None
         items = [*(body.get("active") or []), *(body.get("queued") or [])] if isinstance(body, dict) else []
-        times = [_time_us(item.get("created_at")) for item in items if isinstance(item, dict)]
+        times = [rfc3339_us(item.get("created_at")) for item in items if isinstance(item, dict)]
         return min((t for t in times if t is not None), default=None)
 
     def _move_watermark(self, newest_listed_us: int | None) -> None:
@@ -164,7 +164,7 @@ class TarsyGoApi:
     def cursor(self, entry: dict, document: dict | None) -> dict:
         return {
             "status": str(entry.get("status"))[:32],
-            "completed_at_us": _time_us(entry.get("completed_at")),
+            "completed_at_us": rfc3339_us(entry.get("completed_at")),
             "chat_message_count": None,
             "fingerprint": self.fingerprint(entry),
         }
@@ -196,7 +196,7 @@ class TarsyGoApi:
         except DeadlineReached as exc:
             if self.client.seconds_left() is not None and self.client.seconds_left() <= 0:
                 raise  # the run's own deadline: the run stops
-            created_us = _time_us(entry.get("created_at"))
+            created_us = rfc3339_us(entry.get("created_at"))
             if created_us is not None:
                 self._retry_from_us = min(created_us, self._retry_from_us or created_us)
             raise FetchFailed(
@@ -276,18 +276,6 @@ def _ids(items) -> list[str]:
 
 def _list(value) -> list:
     return value if isinstance(value, list) else []
-
-
-def _time_us(value) -> int | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        return None
-    return int(moment.timestamp()) * 1_000_000 + moment.microsecond
 
 
 def _rfc3339(time_us: int) -> str:

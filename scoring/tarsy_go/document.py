@@ -119,7 +119,17 @@ def parse_session(document) -> dict:
     return finish_fields(fields)
 
 
-def _microseconds(moment: datetime) -> int:
+def rfc3339_us(value) -> int | None:
+    """An RFC 3339 time after 1970 (Go's time.Time in JSON) in microseconds since the Unix epoch;
+    None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.year < 1970:
+        return None
     return int(moment.timestamp()) * 1_000_000 + moment.microsecond
 
 
@@ -153,14 +163,10 @@ class _GoDocumentCheck(DocumentCheck):
         value = self.value(obj, key, parent, "a string", required=required, nullable=not required)
         if value is None:
             return None
-        try:
-            moment = datetime.fromisoformat(value)
-        except ValueError:
-            moment = None
-        if moment is None or moment.tzinfo is None or moment.year < 1970:
+        time_us = rfc3339_us(value)
+        if time_us is None:
             self.fail(json_path(parent, key), f"Expected an RFC 3339 time after 1970, got {value[:60]!r}.")
-            return None
-        return _microseconds(moment)
+        return time_us
 
     def stage(self, stage, path: str) -> None:
         if not isinstance(stage, dict):

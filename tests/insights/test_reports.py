@@ -11,7 +11,7 @@ import pytest
 from scoring import services
 from scoring.insights import reports
 from scoring.insights.filters import InsightFilters, parse_filters
-from scoring.judge import fitting
+from scoring.judge import fitting, report_prompt
 from scoring.judge.injection import NEUTRALISED_PREFIX
 from scoring.judge.report_prompt import REPORT_DATA_INSTRUCTION
 from scoring.models import InsightReport, JudgeCircuit, ScoringStatus, SessionScore
@@ -133,6 +133,18 @@ def test_a_completed_report_on_the_same_scores_is_reused_while_fresh_and_for_the
     assert pending not in (first, stale)
     settings.SCORING_LLM_MODEL = "openai/second-judge"  # another judge would write another report
     assert requested(since(4)) not in (first, stale, pending)
+
+
+@pytest.mark.django_db
+def test_a_report_made_under_other_report_prompts_is_not_reused(monkeypatch):
+    analysed_session()
+    first = requested(since(0))
+    reports.claim_pending_reports(1)
+    InsightReport.objects.filter(pk=first.pk).update(status="completed", completed_at_us=services.now_us())
+
+    monkeypatch.setattr(report_prompt, "REPORT_PROMPTS_HASH", "0" * 64)  # a deploy changed the prompts
+
+    assert requested(since(1)) != first
 
 
 @pytest.mark.django_db

@@ -532,6 +532,12 @@ def test_a_token_with_a_trailing_newline_is_sent_without_it(db, tarsy, tmp_path)
     assert error is None and "unchanged: 6" in out
 
 
+def test_a_token_and_a_token_file_together_are_refused(tmp_path):
+    _, _, error = sync("http://127.0.0.1:9", "--token", "t", "--token-file", str(tmp_path / "token"))
+
+    assert error == "--token and --token-file are both given: give one"
+
+
 def test_the_token_never_reaches_the_recorded_error(db, tarsy):
     tarsy.raw_answers["/api/v1/history/sessions"] = (400, "text/plain", b"rejected header: Bearer s3cret-token")
 

@@ -69,7 +69,7 @@ def test_a_second_run_fetches_nothing_and_lists_from_the_watermark(db, tarsy_go,
     assert finished["start_date"] == [go_api._rfc3339(watermark)]
     # The re-check lists: sessions reviewed or scored since the last full pass was due.
     assert reviewed["review_status"] == ["in_progress,reviewed"] and scored["scoring_status"] == ["scored"]
-    since = go_api._time_us(reviewed["start_date"][0])
+    since = go_api.rfc3339_us(reviewed["start_date"][0])
     assert 0 < services.now_us() - since - settings.TARSY_SYNC_RECHECK_S * 1e6 < 60e6
     assert scored["start_date"] == reviewed["start_date"]
 

@@ -67,6 +67,8 @@ class Command(BaseCommand):
             headers = dict(tarsy_client.parse_header(text) for text in header)
         except ValueError as exc:
             raise CommandError(f"--header {exc}") from None
+        if token is not None and token_file is not None:
+            raise CommandError("--token and --token-file are both given: give one")
         if token is None and token_file is None:
             token, token_file = settings.TARSY_TOKEN, settings.TARSY_TOKEN_FILE
         problem = plain_http_problem(
