@@ -12,11 +12,9 @@ classes (scoring/ops/metrics.py; docs/observability.md has the table).
 # (error_message beginning, the class /metrics counts it in, what users are shown: None for
 # the message itself, which then holds only the service's own words). First match wins.
 SCORING_CLASSES = (
-    ("judge LLM rate-limited (429)", "llm_rate_limited", "the judge model's provider said its quota was used "
-     "up, for longer than scorings wait"),
-    # The service's own pacing (judge.llm.take_turn), not a word from the provider.
-    ("judge LLM rate-limited", "llm_rate_limited", "the judge model's calls are paced to its known limits, "
-     "and this scoring's turn was further away than scorings wait"),
+    # The provider's 429s and the service's own pacing to its limits or its Retry-After alike.
+    ("judge LLM rate-limited", "llm_rate_limited", "the judge model's quota, or the pace kept to it, "
+     "held the scoring back for longer than scorings wait"),
     ("judge LLM request timed out", "llm_timeout", "the judge model did not answer in time"),
     ("scoring deadline reached before the judge LLM answered", "llm_timeout",
      "the judge model did not answer within the scoring's time limit"),

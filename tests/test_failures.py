@@ -17,11 +17,10 @@ PROVIDER_TEXT = "Incorrect API key provided: sk-proj-abc***xyz; see https://llm-
         ("could not connect to the judge LLM at http://10.0.0.5:8000/v1 (4 attempts): Connection error.",
          "the judge model's provider could not be reached"),
         (f"judge LLM rate-limited (429): the provider's quota is used up for now: {PROVIDER_TEXT}",
-         "the judge model's provider said its quota was used up, for longer than scorings wait"),
+         "the judge model's quota, or the pace kept to it, held the scoring back for longer than scorings wait"),
         ("judge LLM rate-limited: openai/judge's calls are paced (SCORING_LLM_RPM, SCORING_LLM_TPM, the "
          "provider's announced limits or its Retry-After), and this one's turn is 120.0 s away",
-         "the judge model's calls are paced to its known limits, and this scoring's turn was further away "
-         "than scorings wait"),
+         "the judge model's quota, or the pace kept to it, held the scoring back for longer than scorings wait"),
         (f"judge LLM circuit breaker is open after 5 consecutive failed calls (last: {PROVIDER_TEXT})",
          "the judge model's last calls failed, so new ones were refused for a while"),
         (f"session too large for the judge model: {PROVIDER_TEXT}",
