@@ -54,7 +54,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.support.fake_tarsy_go_events import WS_PATH, StandInGoTarsyEvents
-from tests.support.servers import StandInHTTPServer
+from tests.support.servers import StandInControls, StandInHTTPServer
 from tests.support.tarsy_go import (
     DASHBOARD_ITEM,
     DASHBOARD_LIST,
@@ -329,7 +329,7 @@ def active_sessions(documents: list[dict]) -> dict:
     }  # fmt: skip
 
 
-class StandInGoTarsy:
+class StandInGoTarsy(StandInControls):
     def __init__(
         self,
         documents: list[dict] | None = None,
@@ -383,16 +383,6 @@ class StandInGoTarsy:
         """Wait ``seconds`` before answering (requests whose path starts with one of ``paths``;
         every request when none is given)."""
         self.delay_s, self.delay_paths = seconds, paths
-
-    def fail_next(self, answer: int | str, times: int = 1, after: int = 0) -> None:
-        """Answer ``times`` requests with status ``answer`` (or "drop" the connection),
-        after answering the next ``after`` as usual."""
-        with self._lock:
-            self._failures = [None] * after + [answer] * times
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     # --- What it saw ------------------------------------------------------------------------
 
@@ -483,7 +473,7 @@ class StandInGoTarsy:
                 query = parse_qs(parts.query, keep_blank_values=True)
                 with tarsy._lock:
                     tarsy.requests.append((parts.path, query))
-                    failure = tarsy._failures.pop(0) if tarsy._failures else None
+                    failure = tarsy.next_failure()
                 if tarsy.delay_s and (not tarsy.delay_paths or parts.path.startswith(tarsy.delay_paths)):
                     time.sleep(tarsy.delay_s)
                 if failure == "drop":

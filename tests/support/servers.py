@@ -317,3 +317,22 @@ class StandInHTTPServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], ConnectionError | ssl.SSLError):
             super().handle_error(request, client_address)
+
+
+class StandInControls:
+    """What the tests tell a stand-in server (``self._server``, ``self._lock``,
+    ``self._failures``) to do: fail its next requests, and stop."""
+
+    def fail_next(self, answer: int | str, times: int = 1, after: int = 0) -> None:
+        """Answer ``times`` requests with status ``answer`` (or "drop" the connection),
+        after answering the next ``after`` as usual."""
+        with self._lock:
+            self._failures = [None] * after + [answer] * times
+
+    def next_failure(self) -> int | str | None:
+        """How to fail the request arriving now (None: answer it); call holding ``_lock``."""
+        return self._failures.pop(0) if self._failures else None
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

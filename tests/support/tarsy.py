@@ -30,7 +30,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.support.servers import REPO_DIR, StandInHTTPServer
+from tests.support.servers import REPO_DIR, StandInControls, StandInHTTPServer
 from tests.support.tls import ServerCertificate
 
 REAL_DOCUMENTS_DIR = REPO_DIR.parent / "shared" / "data" / "tarsy-bot"
@@ -103,7 +103,7 @@ def session_overview(document: dict) -> dict:
     }
 
 
-class StandInTarsy:
+class StandInTarsy(StandInControls):
     def __init__(self, documents: list[dict], tls: ServerCertificate | None = None):
         self.documents = {document["session_id"]: document for document in documents}
         self.requests: list[tuple[str, dict]] = []
@@ -143,16 +143,6 @@ class StandInTarsy:
         }
         document["stages"].append(stage)
         self.documents[session_id] = document
-
-    def fail_next(self, answer: int | str, times: int = 1, after: int = 0) -> None:
-        """Answer ``times`` requests with status ``answer`` (or "drop" the connection),
-        after answering the next ``after`` as usual."""
-        with self._lock:
-            self._failures = [None] * after + [answer] * times
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
 
     # --- What it saw ------------------------------------------------------------------------
 
@@ -220,7 +210,7 @@ class StandInTarsy:
                 with tarsy._lock:
                     tarsy.requests.append((parts.path, query))
                     tarsy.request_headers.append(dict(self.headers))
-                    failure = tarsy._failures.pop(0) if tarsy._failures else None
+                    failure = tarsy.next_failure()
                 if failure == "drop":
                     self.close_connection = True
                     return
