@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.support.api",
     "tests.support.factories",
     "tests.support.servers",
+    "tests.support.dashboard_clients",
     "tests.support.fake_llm_fixtures",
     "tests.support.workers",
     "tests.support.browser",

@@ -4,6 +4,7 @@ Protocol, replay, close codes and authentication are described in docs/websocket
 """
 
 import asyncio
+import itertools
 import json
 import logging
 import time
@@ -34,6 +35,12 @@ MAX_SUBSCRIPTIONS = 100
 # arrive through two subscribed channels, or live, replayed and in a catchup):
 # enough for a full replay of every subscription.
 REMEMBERED_EVENT_IDS = MAX_SUBSCRIPTIONS * events.REPLAY_LIMIT
+# How long the replays of a burst of subscribes wait for the burst's next message once
+# none is waiting. Both dashboards send all their subscribes and catchups at once, so
+# the rest of a burst is already there or a network hop behind.
+BURST_GRACE_S = 0.05
+# Client actions that may belong to a burst: their replies wait for its end.
+BURST_ACTIONS = ("subscribe", "catchup")
 
 
 def request_meta(scope: dict) -> dict:
@@ -114,20 +121,71 @@ async def within_layer_timeout(call):
         raise LayerUnavailable(str(exc) or type(exc).__name__) from exc
 
 
-class RecentIds:
-    """The last ``size`` ids added, for membership tests."""
+class SentEvents:
+    """The last ``size`` events sent on a connection, each with the number of the
+    subscription to its session's channel it was sent under (0: none)."""
 
     def __init__(self, size: int):
         self.size = size
-        self.ids: OrderedDict[int, None] = OrderedDict()
+        self.under: OrderedDict[int, int] = OrderedDict()
 
-    def add(self, event_id: int) -> None:
-        self.ids[event_id] = None
-        if len(self.ids) > self.size:
-            self.ids.popitem(last=False)
+    def add(self, event_id: int, subscription: int) -> None:
+        self.under[event_id] = subscription
+        self.under.move_to_end(event_id)
+        if len(self.under) > self.size:
+            self.under.popitem(last=False)
 
-    def __contains__(self, event_id: int) -> bool:
-        return event_id in self.ids
+    def get(self, event_id: int) -> int | None:
+        return self.under.get(event_id)
+
+
+class ClientInbox:
+    """The client's messages, read as they arrive, so that a handler can tell whether
+    more are waiting: the rest of a burst of subscribes and catchups."""
+
+    def __init__(self, receive):
+        self.messages: asyncio.Queue = asyncio.Queue()
+        self.arrived = asyncio.Event()
+        self.reader = asyncio.create_task(self._read(receive), name="websocket-inbox")
+
+    async def _read(self, receive) -> None:
+        while True:
+            try:
+                message = await receive()
+            except Exception as exc:  # the consumer raises it where it reads the message
+                self.messages.put_nowait(exc)
+                return
+            self.messages.put_nowait(message)
+            self.arrived.set()
+            if message["type"] == "websocket.disconnect":
+                return
+
+    async def receive(self) -> dict:
+        message = await self.messages.get()
+        if isinstance(message, Exception):
+            raise message
+        return message
+
+    async def more_within(self, timeout_s: float) -> bool:
+        """Whether a message is waiting, or arrives within ``timeout_s``."""
+        if not self.messages.empty():
+            return True
+        self.arrived.clear()
+        try:
+            await asyncio.wait_for(self.arrived.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class PendingReplay:
+    """A subscribed channel's replay, sent when its burst ends: the newest events
+    (``after_id`` None), or, when a catchup came with the subscribe, those after it
+    (then answered with ``catchup.complete``)."""
+
+    after_id: int | None = None
+    answers_catchup: bool = False
 
 
 def shown(value) -> str:
@@ -162,8 +220,14 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.connection_id = str(uuid.uuid4())
-        self.subscriptions: set[str] = set()
-        self.sent_ids = RecentIds(REMEMBERED_EVENT_IDS)
+        # channel -> the number of its subscription (a channel subscribed again after an
+        # unsubscribe has new handlers in the dashboards: it gets a new number).
+        self.subscriptions: dict[str, int] = {}
+        self.subscription_numbers = itertools.count(1)
+        self.sent = SentEvents(REMEMBERED_EVENT_IDS)
+        # Replays waiting for the end of their burst, and the live events held meanwhile.
+        self.pending: dict[str, PendingReplay] = {}
+        self.held: list[dict] = []
         # channel -> the id up to which the database has been checked for it (resync).
         self.checked_up_to: dict[str, int] = {}
         self.resync_task: asyncio.Task | None = None
@@ -171,9 +235,11 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send):
         # The resync task must end with the connection, also when the consumer
         # ends by an exception (then ``disconnect`` is not called).
+        self.inbox = ClientInbox(receive)
         try:
-            await super().__call__(scope, receive, send)
+            await super().__call__(scope, self.inbox.receive, send)
         finally:
+            self.inbox.reader.cancel()
             if self.resync_task is not None:
                 self.resync_task.cancel()
 
@@ -210,12 +276,14 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = json.loads(text_data if text_data is not None else bytes_data)
         except (TypeError, ValueError):
-            await self.send_error("message is not valid JSON")
-            return
+            error = "message is not valid JSON"
         except RecursionError:
-            await self.send_error("message is nested too deeply")
+            error = "message is nested too deeply"
+        else:
+            await self.receive_json(content)
             return
-        await self.receive_json(content)
+        await self.send_pending_replays()
+        await self.send_error(error)
 
     async def receive_json(self, content, **kwargs):
         handlers = {
@@ -225,12 +293,18 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
             "ping": self.ping,
         }
         action = content.get("action") if isinstance(content, dict) else None
+        if action not in BURST_ACTIONS:
+            # Answered after what the messages before it asked for.
+            await self.send_pending_replays()
         if not isinstance(action, str) or action not in handlers:
             await self.send_error(f"unknown action {shown(action)}: use one of {sorted(handlers)}")
             return
         try:
             await handlers[action](content)
+            if self.pending and not await self.inbox.more_within(BURST_GRACE_S):
+                await self.send_pending_replays()
         except ProtocolError as exc:
+            await self.send_pending_replays()
             await self.send_error(str(exc))
         except LayerUnavailable as exc:
             # Without the layer no live event can reach this connection: close it,
@@ -243,55 +317,97 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "error", "message": message})
 
     async def subscribe(self, content: dict) -> None:
+        """Confirm at once; the channel's replay waits for the end of the burst
+        (``send_pending_replays``)."""
         channel = channel_of(content)
         if channel not in self.subscriptions:
             if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
                 raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
             await self.join(channel)
-            self.subscriptions.add(channel)
+            self.subscriptions[channel] = next(self.subscription_numbers)
             self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
         await self.send_json({"type": "subscription.confirmed", "channel": channel})
-        await self.replay(channel)
+        self.pending.setdefault(channel, PendingReplay())
 
-    async def replay(self, channel: str) -> None:
-        """Send the channel's newest stored events (Go TARSy's dashboard expects
-        them after every subscribe), then ``catchup.overflow`` if older ones
-        were left out.
+    async def send_pending_replays(self) -> None:
+        """Send the replays of the channels subscribed in the burst that ended, with
+        the live events held meanwhile, as one stream in id order; then a
+        ``catchup.overflow`` for each replay that left older events out, and the
+        ``catchup.complete`` of each catchup that came with its subscribe.
 
-        Runs after joining the channel's group, so an event committed after the
-        query arrives live; one both replayed and live is sent once. Live
-        messages wait until this handler returns (a consumer handles one
-        message at a time), so they come after the replay.
+        Both dashboards hand an event to the handlers of its session's channel,
+        whichever subscription brought it: so an event of a session whose channel
+        is subscribed comes only from that channel's replay (not before its older
+        events from the ``sessions`` replay, nor when at or below the catchup's
+        position), and it is sent again if it was sent before that channel was
+        subscribed (its handlers did not get it then).
+
+        The groups were joined before the replays are read, so an event committed
+        in between is both replayed and held; it is sent once.
         """
-        recent, left_out = await database_sync_to_async(events.recent_events)(channel)
-        for event in recent:
-            await self.send_event(event)
-        if left_out:
-            await self.send_json({"type": "catchup.overflow", "channel": channel, "has_more": True})
+        if not self.pending:
+            return
+        try:
+            await self.send_replays(self.pending)
+        finally:
+            # Cleared once sent: until then the resync task leaves the channels alone.
+            self.pending = {}
+
+    async def send_replays(self, pending: dict[str, PendingReplay]) -> None:
+        pages = await database_sync_to_async(events.replay_pages)(
+            {channel: replay.after_id for channel, replay in pending.items()}
+        )
+        held, self.held = self.held, []
+        stream = {}
+        for channel, (page, _) in pages.items():
+            for event in page:
+                its_own_channel = events.session_channel(event)
+                if channel == its_own_channel or its_own_channel not in self.subscriptions:
+                    stream[event["id"]] = event
+        for event in held:
+            followed_by = events.session_channel(event)
+            if followed_by not in self.subscriptions:
+                followed_by = events.SESSIONS_CHANNEL
+            position = pending.get(followed_by, PendingReplay()).after_id
+            if position is None or event["id"] > position:
+                stream.setdefault(event["id"], event)
+        for event_id in sorted(stream):
+            await self.send_event(stream[event_id])
+        for channel, (page, has_more) in pages.items():
+            if has_more:
+                await self.send_json({"type": "catchup.overflow", "channel": channel, "has_more": True})
+            if pending[channel].answers_catchup:
+                last_event_id = page[-1]["id"] if page else pending[channel].after_id
+                await self.send_catchup_complete(channel, has_more, last_event_id)
 
     async def unsubscribe(self, content: dict) -> None:
         channel = channel_of(content)
         if channel in self.subscriptions:
             await self.leave(channel)
-            self.subscriptions.discard(channel)
+            del self.subscriptions[channel]
         await self.send_json({"type": "subscription.cancelled", "channel": channel})
 
     async def catchup(self, content: dict) -> None:
         """Replay one page of stored events after ``last_event_id``; the client
-        asks again from the returned ``last_event_id`` while ``has_more``."""
+        asks again from the returned ``last_event_id`` while ``has_more``.
+
+        A catchup that comes with its channel's subscribe, in the same burst,
+        says where that channel's replay starts."""
         channel = channel_of(content)
         last_event_id = last_event_id_of(content)
+        replay = self.pending.get(channel)
+        if replay is not None and not replay.answers_catchup:
+            self.pending[channel] = PendingReplay(after_id=last_event_id, answers_catchup=True)
+            return
+        await self.send_pending_replays()
         page, has_more = await database_sync_to_async(events.events_after)(channel, last_event_id)
         for event in page:
             await self.send_event(event)
-        await self.send_json(
-            {
-                "type": "catchup.complete",
-                "channel": channel,
-                "has_more": has_more,
-                "last_event_id": page[-1]["id"] if page else last_event_id,
-            }
-        )
+        await self.send_catchup_complete(channel, has_more, page[-1]["id"] if page else last_event_id)
+
+    async def send_catchup_complete(self, channel: str, has_more: bool, last_event_id: int) -> None:
+        complete = {"type": "catchup.complete", "channel": channel, "has_more": has_more}
+        await self.send_json({**complete, "last_event_id": last_event_id})
 
     async def resync_forever(self) -> None:
         """With a cross-process layer (Redis), every SCORING_EVENT_RESYNC_S: rejoin
@@ -320,6 +436,8 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         RESYNC_GRACE_S old: ids are handed out before commit, so a lower id can
         still be committing (a claim's transaction) when a higher one is read.
         """
+        if self.pending:  # the burst's replays send them, in order; the next resync goes on
+            return
         settled_before_us = time.time_ns() // 1000 - int(RESYNC_GRACE_S * 1_000_000)
         marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
         settled = set(marks)
@@ -348,11 +466,20 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=access.CLOSE_POLICY_VIOLATION)
 
     async def scoring_event(self, message: dict) -> None:
-        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``)."""
-        await self.send_event(message["event"])
+        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``); held
+        while replays wait for the end of their burst, to go out in order with them."""
+        if self.pending:
+            self.held.append(message["event"])
+        else:
+            await self.send_event(message["event"])
 
     async def send_event(self, event: dict) -> None:
-        if event["id"] in self.sent_ids:
+        """Send ``event`` unless this connection sent it already: under the current
+        subscription to its session's channel, when that channel is subscribed (the
+        dashboards hand it to that channel's handlers), else at all."""
+        subscription = self.subscriptions.get(events.session_channel(event), 0)
+        sent_under = self.sent.get(event["id"])
+        if sent_under is not None and (subscription == 0 or sent_under == subscription):
             return
-        self.sent_ids.add(event["id"])
+        self.sent.add(event["id"], subscription)
         await self.send_json(event)

@@ -96,8 +96,13 @@ def group_name(channel: str) -> str:
 
 
 def channels_of(event: ScoringEvent) -> list[str]:
-    session_channel = f"{SESSION_CHANNEL_PREFIX}{event.session_id}"
-    return [SESSIONS_CHANNEL, session_channel] if event.on_sessions_channel else [session_channel]
+    its_session = f"{SESSION_CHANNEL_PREFIX}{event.session_id}"
+    return [SESSIONS_CHANNEL, its_session] if event.on_sessions_channel else [its_session]
+
+
+def session_channel(event: dict) -> str:
+    """The channel of the session of an event's payload."""
+    return f"{SESSION_CHANNEL_PREFIX}{event['session_id']}"
 
 
 def payload(event: ScoringEvent) -> dict:
@@ -337,6 +342,16 @@ def recent_events(channel: str, limit: int = REPLAY_LIMIT) -> tuple[list[dict], 
     and whether older ones were left out."""
     newest = list(ScoringEvent.objects.filter(_of_channel_after(channel, 0)).order_by("-id")[: limit + 1])
     return [payload(event) for event in reversed(newest[:limit])], len(newest) > limit
+
+
+def replay_pages(positions: dict[str, int | None]) -> dict[str, tuple[list[dict], bool]]:
+    """For each canonical channel, its replay after a subscribe: the events after its
+    position, or its newest (position None); at most REPLAY_LIMIT, oldest first, and
+    whether more were left out."""
+    return {
+        channel: recent_events(channel) if after_id is None else events_after(channel, after_id, REPLAY_LIMIT)
+        for channel, after_id in positions.items()
+    }
 
 
 def events_above_marks(marks: dict[str, int], limit: int = CATCHUP_PAGE_SIZE) -> list[tuple[dict, list[str]]]:

@@ -59,11 +59,17 @@ class LoopbackCommunicator(WebsocketCommunicator):
             "type": "subscription.confirmed",
             "channel": channel,
         }
-        await self.send_json_to({"action": "ping"})
-        replayed = []
+        return await self.answers()
+
+    async def answers(self, *messages: dict) -> list[dict]:
+        """Send ``messages`` at once, then a ping; return all that came before the pong
+        (the server answers in order)."""
+        for message in (*messages, {"action": "ping"}):
+            await self.send_json_to(message)
+        received = []
         while (message := await self.receive_json_from(TIMEOUT_S))["type"] != "pong":
-            replayed.append(message)
-        return replayed
+            received.append(message)
+        return received
 
 
 def run(scenario):
@@ -425,10 +431,10 @@ def test_replay_is_bounded_to_the_newest_200_and_says_when_older_were_left_out(s
     assert overflow == {"type": "catchup.overflow", "channel": session_channel(score), "has_more": True}
 
 
-def test_a_catchup_after_the_replay_sends_no_event_twice(score):
+def test_a_catchup_sent_with_the_subscribe_starts_the_replay_after_its_position(score):
     """Both dashboards resubscribe after a reconnect and, once they have a position,
-    send ``catchup`` from it right after the ``subscribe``: the replay and the catchup
-    cover the same events, and each must reach the connection once."""
+    send ``catchup`` from it right after the ``subscribe``: the replay starts after
+    that position (the client has the events up to it), each event once."""
     recorded = [
         record_committed(events.STARTED, score),
         record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING),
@@ -438,26 +444,74 @@ def test_a_catchup_after_the_replay_sends_no_event_twice(score):
     async def scenario():
         ws = LoopbackCommunicator(PROXY_USER)
         await ws.open()
-        await ws.send_json_to({"action": "subscribe", "channel": session_channel(score)})
-        await ws.send_json_to(
-            {"action": "catchup", "channel": session_channel(score), "last_event_id": recorded[0]["id"]}
+        received = await ws.answers(
+            {"action": "subscribe", "channel": session_channel(score)},
+            {"action": "catchup", "channel": session_channel(score), "last_event_id": recorded[0]["id"]},
         )
-        await ws.send_json_to({"action": "ping"})
-        received = []
-        while (message := await ws.receive_json_from(TIMEOUT_S))["type"] != "pong":
-            received.append(message)
         await ws.disconnect()
         return received
 
     confirmed, *replayed, complete = run(scenario)
     assert confirmed == {"type": "subscription.confirmed", "channel": session_channel(score)}
-    assert replayed == recorded
+    assert replayed == recorded[1:]
     assert complete == {
         "type": "catchup.complete",
         "channel": session_channel(score),
         "has_more": False,
         "last_event_id": recorded[-1]["id"],
     }
+
+
+def test_a_session_channel_subscribed_later_replays_its_events_sent_before_through_sessions(score):
+    """The dashboards hand an event to the handlers of its session's channel: one that
+    came through ``sessions`` before that channel was subscribed reached none of them,
+    so the channel's replay sends it again, with the session's other events, in order."""
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        assert await ws.subscribe_with_replay("sessions") == []
+        started = await record(events.STARTED, score)
+        live = await ws.receive_json_from(TIMEOUT_S)
+        progress = await record(events.PROGRESS, score, phase=events.PHASE_ANALYZING)
+        replayed = await ws.subscribe_with_replay(session_channel(score))
+        # Subscribed to both now: a live event comes once.
+        completed = await record(events.COMPLETED, score, total_score=75)
+        next_message = await ws.receive_json_from(TIMEOUT_S)
+        assert await ws.subscribe_with_replay("sessions") == []
+        await ws.disconnect()
+        return started, live, progress, replayed, completed, next_message
+
+    started, live, progress, replayed, completed, next_message = run(scenario)
+    assert live == started
+    assert replayed == [started, progress]
+    assert next_message == completed
+
+
+def test_subscribes_sent_together_are_replayed_as_one_stream_in_id_order(score):
+    """``sessions`` and a session's channel subscribed at once (as the dashboards do after
+    a reconnect): the session's lifecycle events do not come ahead of its progress."""
+    other = make_score(make_session(), status="in_progress")
+    recorded = [
+        record_committed(events.STARTED, score),
+        record_committed(events.STARTED, other),
+        record_committed(events.PROGRESS, score, phase=events.PHASE_ANALYZING),
+        record_committed(events.COMPLETED, score, total_score=66),
+    ]
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        received = await ws.answers(
+            {"action": "subscribe", "channel": "sessions"},
+            {"action": "subscribe", "channel": session_channel(score)},
+        )
+        await ws.disconnect()
+        return received
+
+    received = run(scenario)
+    assert [message["type"] for message in received[:2]] == ["subscription.confirmed"] * 2
+    assert received[2:] == recorded
 
 
 def test_an_event_committed_during_the_replay_is_sent_once(score, monkeypatch):

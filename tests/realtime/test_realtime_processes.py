@@ -9,9 +9,11 @@ import asyncio
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.test import Client
 
 from scoring.realtime import events
+from tests.support.dashboard_clients import SERVICES, DashboardClient
 from tests.support.factories import make_score, make_session
 from tests.support.servers import EventClient, handshake_status, record_in_process
 
@@ -57,7 +59,8 @@ def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_withou
     """tarsy-bot's dashboard (dashboard/src/services/websocketService.ts) after a
     reconnect: ``subscribe``, then ``catchup`` from the last ``id`` it saw. Go TARSy's
     dashboard does the same from ``db_event_id``. The replay that follows the
-    subscribe and the catchup together bring every missed event, each once."""
+    subscribe starts after the catchup's position: every missed event, each once,
+    and none the client had."""
     server = start_web()
     channel = f"session:{score.session_id}"
 
@@ -87,8 +90,7 @@ def test_client_that_disconnects_mid_run_resumes_by_subscribe_and_catchup_withou
     started_id, rest_ids, received, failed_id, live = asyncio.run(scenario())
     confirmed, *replayed, complete = received
     assert confirmed == {"type": "subscription.confirmed", "channel": channel}
-    # The replay repeats the event seen before the drop; nothing comes twice on this connection.
-    assert [event["db_event_id"] for event in replayed] == [started_id, *rest_ids]
+    assert [event["db_event_id"] for event in replayed] == rest_ids
     assert complete == {
         "type": "catchup.complete",
         "channel": channel,
@@ -164,3 +166,126 @@ def test_redis_mode_delivers_to_clients_of_two_web_processes(start_web, redis_se
     assert [event["id"] for event in on_session_view] == recorded_ids
     assert [event["type"] for event in on_dashboard] == ["scoring.started", "scoring.completed"]
     assert [event["id"] for event in on_dashboard] == [recorded_ids[0], recorded_ids[-1]]
+
+
+# --- The TARSy dashboards' own WebSocket services ---------------------------------------------
+# Both route an event by its session_id to the handlers of ``session:<id>`` (whichever
+# subscription brought it), to the ``sessions`` handlers only the ``session.*`` types (no
+# scoring event), and to their global handlers by type. After a reconnect they subscribe
+# to each channel again, in the order the pages subscribed, each followed by a ``catchup``
+# from the last id its session's handler got (none for ``sessions``: its position moves
+# only with ``session.*`` events).
+
+SCORING_EVENT_TYPES = [events.STARTED, events.PROGRESS, events.COMPLETED, events.FAILED]
+PAGE_ORDERS = {
+    # A panel that follows every session mounted before the session's own page, or after it.
+    "sessions first": lambda session_channel: ["sessions", session_channel],
+    "session first": lambda session_channel: [session_channel, "sessions"],
+}
+
+
+def record_here(score, run) -> list[dict]:
+    """Record ``run`` for ``score``, one transaction each; the web process relays them."""
+    recorded = []
+    for event_type, fields in run:
+        with transaction.atomic():
+            recorded.append(events.payload(events.record(event_type, score, **fields)))
+    return recorded
+
+
+def ids_of(recorded: list[dict]) -> list[int]:
+    return [event["id"] for event in recorded]
+
+
+def open_dashboard(dashboard, channels: list[str]) -> None:
+    for channel in channels:
+        dashboard.subscribe(channel)
+    for event_type in SCORING_EVENT_TYPES:
+        dashboard.on_event(event_type)
+    dashboard.connect()
+
+
+def assert_handlers_got(dashboard, session_events: list[dict], every_event: list[dict]) -> None:
+    """The session's handler got exactly its events in id order; the ``sessions`` handler,
+    none (the client routes no scoring event there); each global handler, every event of
+    its type that the socket's channels carry (another session's progress is on none of
+    them), those of the followed session once and in order."""
+    session_id = session_events[0]["session_id"]
+    got = ids_of(dashboard.received[f"session:{session_id}"])
+    assert got == ids_of(session_events), f"the session's handler got {got}"
+    assert dashboard.received["sessions"] == []
+    carried = [
+        event for event in every_event if event["session_id"] == session_id or event["type"] != events.PROGRESS
+    ]
+    for event_type in SCORING_EVENT_TYPES:
+        of_type = dashboard.received[f"type:{event_type}"]
+        assert set(ids_of(of_type)) == set(ids_of(event for event in carried if event["type"] == event_type))
+        assert ids_of(event for event in of_type if event["session_id"] == session_id) == ids_of(
+            event for event in session_events if event["type"] == event_type
+        )
+
+
+def of_session(score, recorded: list[dict]) -> list[dict]:
+    return [event for event in recorded if event["session_id"] == str(score.session_id)]
+
+
+@pytest.fixture
+def followed_and_other():
+    """A followed session with three scores (scored one after the other), and another session's score."""
+    followed, other = make_session(), make_session()
+    return [make_score(followed) for _ in range(3)], make_score(other)
+
+
+@pytest.mark.parametrize("page_order", PAGE_ORDERS)
+@pytest.mark.parametrize("client", SERVICES)
+def test_dashboard_subscribed_before_two_scorings_gets_them_in_order_once_across_a_reconnect(
+    start_web, dashboard_bundles, followed_and_other, client, page_order
+):
+    """The socket subscribes to both channels; a scoring happens live, a second (and
+    another session's) while the network is away; it reconnects, and a third starts."""
+    (first, second, third), other = followed_and_other
+    server = start_web()
+    with DashboardClient.start(dashboard_bundles[client], server.http_url) as dashboard:
+        open_dashboard(dashboard, PAGE_ORDERS[page_order](f"session:{first.session_id}"))
+        live = record_here(first, SCORING_RUN)
+        dashboard.wait_for_event(live[-1]["id"])
+        dashboard.go_offline()
+        missed = record_here(second, SCORING_RUN[:2]) + record_here(other, SCORING_RUN)
+        missed += record_here(second, SCORING_RUN[2:])
+        dashboard.go_online()
+        # The next live event comes after all the server sent for the reconnect.
+        after = record_here(third, SCORING_RUN[:1])
+        dashboard.wait_for_event(after[0]["id"])
+
+    followed = of_session(first, live + missed + after)
+    assert [event["type"] for event in followed] == [kind for kind, _ in SCORING_RUN * 2] + [events.STARTED]
+    assert_handlers_got(dashboard, followed, live + missed + after)
+
+
+@pytest.mark.parametrize("page_order", PAGE_ORDERS)
+@pytest.mark.parametrize("client", SERVICES)
+def test_dashboard_subscribed_after_two_scorings_gets_them_in_order_once_then_across_a_reconnect(
+    start_web, dashboard_bundles, followed_and_other, client, page_order
+):
+    """The page opens after two scorings of its session (and another session's) were
+    stored; then a third scoring is under way, finishes while the network is away, and
+    the page reconnects."""
+    (first, second, third), other = followed_and_other
+    server = start_web()
+    before = record_here(first, SCORING_RUN) + record_here(other, SCORING_RUN[:1])
+    before += record_here(second, SCORING_RUN) + record_here(other, SCORING_RUN[1:])
+    with DashboardClient.start(dashboard_bundles[client], server.http_url) as dashboard:
+        open_dashboard(dashboard, PAGE_ORDERS[page_order](f"session:{first.session_id}"))
+        live = record_here(third, SCORING_RUN[:2])
+        dashboard.wait_for_event(live[-1]["id"])
+        assert_handlers_got(dashboard, of_session(first, before + live), before + live)
+
+        dashboard.go_offline()
+        missed = record_here(third, SCORING_RUN[2:])
+        dashboard.go_online()
+        # A fourth scoring's start: it comes after all the server sent for the reconnect.
+        after = record_here(make_score(first.session), SCORING_RUN[:1])
+        dashboard.wait_for_event(after[0]["id"])
+
+    every_event = before + live + missed + after
+    assert_handlers_got(dashboard, of_session(first, every_event), every_event)
