@@ -1,9 +1,11 @@
 """Benchmark: scoring sessions with a long tool output against judges of several context windows.
 
 Run from the repository root:  .venv/bin/python bench/bench_long_sessions.py
-A real tarsy-bot session (``../shared/data/tarsy-bot/`` beside the clone, its ``get_logs``
-result) gets a tool output of 1, 3 and 20 MB of log lines (``tests/support/long_sessions.py``),
-and each is scored through the service (ingest, request, the worker's judge job, on SQLite
+Two shapes, each grown to 1, 3 and 20 MB of log lines (``tests/support/long_sessions.py``):
+"tool result", a real tarsy-bot session (``../shared/data/tarsy-bot/`` beside the clone) whose
+``get_logs`` result is the long output; "ReAct", the three-stage ReAct sample whose output is
+carried as ReAct sessions carry it, in the agent's next input (``Observation: ...``), half of
+it in the agent's messages only (``with_long_observations``). Each is scored through the service (ingest, request, the worker's judge job, on SQLite
 in a temporary folder) against the fake judge enforcing a 32k, 128k and 1M-token window
 with OpenAI's context-length error (``tests/support/fake_llm.ContextWindow``, counting as
 OpenAI does for gpt-4o). Prints, per size and window: whether the scoring completed, its
@@ -55,13 +57,13 @@ def main() -> None:
     print(machine_description())
     print(f"\nDocument: {path.name}; each case scored once, fit timed over {args.runs} runs (median).\n")
     print(
-        "| tool output | window | completed | input_coverage | most tokens in one request "
+        "| shape | output | window | completed | input_coverage | most tokens in one request "
         "| render | render + fit | exact count of the whole |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
-            f"| {row['size']:g} MB | {row['window']:,} | {row['completed']} | {row['coverage']} "
+            f"| {row['shape']} | {row['size']:g} MB | {row['window']:,} | {row['completed']} | {row['coverage']} "
             f"| {row['most_sent']:,} ({row['most_sent'] / row['window']:.0%}) "
             f"| {row['render_s'] * 1000:.0f} ms | {row['fit_s'] * 1000:.0f} ms | {row['count_s'] * 1000:.0f} ms |"
         )
@@ -71,10 +73,14 @@ def run_cases(document: dict, sizes: list[float], windows: list[int], runs: int)
     from django.conf import settings
 
     from scoring import services
-    from scoring.judge import conversation, fitting, injection, llm
+    from scoring.judge import conversation, fitting, injection, tokens
     from scoring.judge.rendering import render_investigation, render_investigation_parts
     from tests.support.fake_llm import ContextWindow, FakeLLMServer, Reply
-    from tests.support.long_sessions import log_lines, session_of, with_long_tool_output
+    from tests.support.long_sessions import log_lines, session_of, with_long_observations, with_long_tool_output
+
+    react = json.loads((REPO / "scoring" / "samples" / "02_multi_stage_chain.json").read_text(encoding="utf-8"))
+    shapes = (("tool result", lambda size: with_long_tool_output(document, size)),
+              ("ReAct", lambda size: with_long_observations(react, size)))  # fmt: skip
 
     server = FakeLLMServer().start()
     env = server.env()
@@ -84,15 +90,16 @@ def run_cases(document: dict, sizes: list[float], windows: list[int], runs: int)
     settings.SCORING_LLM_TIMEOUT_S = 120
     # The first count of a long text in a process takes about a second more than the next ones
     # (the tokenizer loading and warming up): paid once per worker, left out of the figures.
-    llm.count_tokens(log_lines(1_000_000))
+    tokens.litellm_count(log_lines(1_000_000))
     rows = []
     try:
-        for size in sizes:
-            long_document = with_long_tool_output(document, int(size * 1_000_000))
+        for shape, size in ((shape, size) for shape in shapes for size in sizes):
+            long_document = shape[1](int(size * 1_000_000))
             session = session_of(long_document)
             render_s = median_s(lambda: render_investigation(session), runs)
             rendered = render_investigation(session)
-            count_s = median_s(lambda: llm.count_tokens(rendered), runs)
+            # Each run's text differs, as each scoring's would: litellm's counts are kept for the last few texts.
+            count_s = median_s(lambda: tokens.litellm_count(rendered + str(uuid.uuid4())), runs)
             for window in windows:
 
                 def render_and_fit(window=window):
@@ -114,6 +121,7 @@ def run_cases(document: dict, sizes: list[float], windows: list[int], runs: int)
                 score = services.run_claimed_score(services.claim_pending_scores(1)[0])
                 rows.append(
                     {
+                        "shape": shape[0],
                         "size": size,
                         "window": window,
                         "completed": "yes" if score.status == "completed" else f"no: {score.error_message}",

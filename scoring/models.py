@@ -417,6 +417,22 @@ class JudgePacing(models.Model):
         db_table = "judge_pacing"
 
 
+class JudgeTokenRatio(models.Model):
+    """What the judge model's own count of a prompt is to ours, learned from its answers where
+    neither its server nor litellm can count for it (``scoring.judge.tokens``): one row per
+    model, the largest ratio seen, shared by every worker process."""
+
+    model = models.CharField(max_length=255, primary_key=True)
+    ratio = models.FloatField()
+    # The answer it was learned from: the provider's prompt_tokens and our count of that prompt.
+    provider_tokens = models.IntegerField()
+    counted_tokens = models.IntegerField()
+    learned_at_us = models.BigIntegerField()
+
+    class Meta:
+        db_table = "judge_token_ratio"
+
+
 class JudgeCircuit(models.Model):
     """Circuit-breaker state for the judge LLM, shared by every worker process.
 

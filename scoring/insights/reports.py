@@ -31,7 +31,7 @@ from django.db.models import Q
 
 from scoring import selectors, services
 from scoring.insights.filters import InsightFilters, latest_completed_scores
-from scoring.judge import errors, fitting, llm, report_prompt
+from scoring.judge import errors, fitting, llm, report_prompt, tokens
 from scoring.judge.report_prompt import ReportInput
 from scoring.models import InsightReport, ScoringStatus, SessionScore
 
@@ -274,7 +274,7 @@ def _write(
     room = window - window // REPLY_SHARE  # one call's prompt: the window less the reply's share
     # What the texts may take of a call: the room less the longest prompt around them.
     space = room - max(
-        llm.count_tokens(prompt)
+        tokens.count(prompt)
         for prompt in (
             report_prompt.report_prompt([], sessions=sessions, filters=filters, parts=sessions),
             report_prompt.chunk_prompt([], sessions=sessions, notes=True),
@@ -327,11 +327,11 @@ def _sized(text: str, space: int, sessions: int = 1) -> _Text:
     """``text`` with its tokens (its separator included), cut to half the space when
     longer: any two texts fit one call."""
     limit = space // 2
-    tokens = llm.count_tokens(text + report_prompt.ENTRY_SEPARATOR)
-    while tokens > limit:
-        text = text[: int(len(text) * limit / tokens * 0.9)] + TRUNCATED
-        tokens = llm.count_tokens(text + report_prompt.ENTRY_SEPARATOR)
-    return _Text(text, sessions, tokens)
+    counted = tokens.count(text + report_prompt.ENTRY_SEPARATOR)
+    while counted > limit:
+        text = text[: int(len(text) * limit / counted * 0.9)] + TRUNCATED
+        counted = tokens.count(text + report_prompt.ENTRY_SEPARATOR)
+    return _Text(text, sessions, counted)
 
 
 def _pack(texts: list[_Text], space: int) -> list[list[_Text]]:

@@ -3,14 +3,15 @@ the context window").
 
 The window is litellm's figure for the model, else SCORING_LLM_CONTEXT_TOKENS, lowered to
 what a provider's context-length error said (``learn_window``). A prompt that does not fit
-with room for the replies is shortened deterministically: only long tool results are cut,
-the middle of the longest first, each keeping its beginning and end and a marker saying
-what was left out. Everything else (the alert, every agent message, every tool call with
-its arguments, every error, the final analysis) is kept whole; if that alone does not
-fit, nothing is sent (``InputTooLarge``).
+with room for the replies is shortened deterministically: long tool results and long texts
+of the agent's conversation (``parts.Cuttable``) are cut, the middle of the longest first,
+each keeping its beginning and end and a marker saying what was left out. A tool result's
+text that an agent text holds verbatim is cut the same way in both. Everything else (the
+alert, the tool lists, every tool call with its arguments, every error, the final analysis)
+is kept whole; if that alone does not fit, nothing is sent (``InputTooLarge``).
 
-Counting the tokens of megabytes with litellm's counter takes seconds, so a text over
-``EXACT_COUNT_MAX_CHARS`` is estimated from evenly spread slices of it, with a margin;
+Tokens are the judge model's (``tokens.count``). Counting megabytes takes seconds, so a text
+over ``EXACT_COUNT_MAX_CHARS`` is estimated from evenly spread slices of it, with a margin;
 shorter texts (every prompt fitted to a window of up to about 200k tokens) are counted
 exactly, but for a prompt whose UTF-8 bytes alone show that it fits (a token stands for at
 least one byte), which is not counted at all.
@@ -24,17 +25,17 @@ from functools import cache
 
 from django.conf import settings
 
-from scoring.judge import llm
+from scoring.judge import llm, tokens
 from scoring.judge.errors import InputTooLarge
+from scoring.judge.parts import Cuttable, ToolResult
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.judge.parts import ToolResult
 
 # Room kept for each judge reply: turn 1's (resent in turn 2) and turn 2's.
 REPLY_TOKENS = 4_096
 # A restated score, and each chat message's own framing tokens (six at most in turn 2).
 RESTATED_REPLY_TOKENS = 16
 MESSAGE_OVERHEAD_TOKENS = 6 * 8
-# A cut tool result keeps at least this many characters: half from its beginning, half from its end.
+# A cut text keeps at least this many characters: half from its beginning, half from its end.
 KEEP_MIN_CHARS = 2_000
 # A cut edge moves back to a line break when one is this close, so that lines stay whole.
 LINE_SNAP_CHARS = 256
@@ -110,9 +111,9 @@ def prompt_room(window: int) -> int:
 
 @cache
 def _follow_up_tokens(model: str) -> int:
-    """The tokens of the fixed follow-up and restate prompts for ``model`` (``count_tokens``
+    """The tokens of the fixed follow-up and restate prompts for ``model`` (``tokens.count``
     counts for the configured model), counted once per process rather than per scoring."""
-    return llm.count_tokens(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS) + llm.count_tokens(RESTATE_SCORE_PROMPT)
+    return tokens.count(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS) + tokens.count(RESTATE_SCORE_PROMPT)
 
 
 # --- Counting -------------------------------------------------------------------------------
@@ -121,17 +122,17 @@ def _follow_up_tokens(model: str) -> int:
 def prompt_tokens(text: str) -> int:
     """``text``'s tokens for the judge model: counted, or estimated from a sample with a margin."""
     if len(text) <= EXACT_COUNT_MAX_CHARS:
-        return llm.count_tokens(text)
+        return tokens.count(text)
     return _estimated(text)
 
 
 def _tokens_within(text: str, room: int) -> int:
     """``text``'s tokens counted, or, when its UTF-8 bytes alone show that it fits ``room``,
     that bound without counting (most prompts: counting a 30 KB prompt costs the worker a
-    millisecond or two). A token of the byte-level tokenizers litellm counts with stands
-    for at least one byte; ``TOKENIZER_SPECIAL_TOKENS`` covers those they add."""
+    millisecond or two). A token of the byte-level tokenizers that models use stands for at
+    least one byte; ``TOKENIZER_SPECIAL_TOKENS`` covers those they add."""
     bound = len(text.encode("utf-8", "surrogatepass")) + TOKENIZER_SPECIAL_TOKENS
-    return bound if bound <= room else llm.count_tokens(text)
+    return bound if bound <= room else tokens.count(text)
 
 
 def _estimated(text: str) -> int:
@@ -141,10 +142,10 @@ def _estimated(text: str) -> int:
 def _density(text: str) -> float:
     """Tokens per character of ``text``, from ``ESTIMATE_SLICES`` slices spread evenly over it."""
     if len(text) <= ESTIMATE_SLICES * ESTIMATE_SLICE_CHARS:
-        return llm.count_tokens(text) / max(1, len(text))
+        return tokens.count(text) / max(1, len(text))
     step = (len(text) - ESTIMATE_SLICE_CHARS) // (ESTIMATE_SLICES - 1)
     sample = "".join(text[i * step : i * step + ESTIMATE_SLICE_CHARS] for i in range(ESTIMATE_SLICES))
-    return llm.count_tokens(sample) / len(sample)
+    return tokens.count(sample) / len(sample)
 
 
 # --- Shortening -----------------------------------------------------------------------------
@@ -152,9 +153,11 @@ def _density(text: str) -> float:
 
 @dataclass(frozen=True)
 class Cut:
-    tool: str
-    result_bytes: int
+    label: str  # what was cut: "kubernetes-server.get_logs output", "Agent Response (Stage 2)"
+    text_bytes: int
     omitted_bytes: int
+    tool_output: bool  # a tool's result (wherever it was shown), else a text of the agent's
+    places: int = 1  # where the prompt shows it: a tool result an agent's text repeats, twice or more
 
 
 @dataclass(frozen=True)
@@ -165,23 +168,31 @@ class FittedPrompt:
     tokens: int
     window: int
     coverage: float  # the share of the investigation's characters the prompt holds, 0..1
-    cuts: tuple[Cut, ...] = ()
+    cuts: tuple[Cut, ...] = ()  # in the order the prompt first shows them
 
     @property
     def warning(self) -> str | None:
         """What was cut, for the score's warnings; None when nothing was."""
         if not self.cuts:
             return None
-        largest = sorted(self.cuts, key=lambda cut: (-cut.omitted_bytes, cut.tool))
+        largest = sorted(self.cuts, key=lambda cut: (-cut.omitted_bytes * cut.places, cut.label))
         listed = ", ".join(
-            f"{cut.tool} ({_size(cut.omitted_bytes)} of {_size(cut.result_bytes)})"
+            f"{cut.label} ({_size(cut.omitted_bytes)} of {_size(cut.text_bytes)}"
+            f"{f', in {cut.places} places' if cut.places > 1 else ''})"
             for cut in largest[:WARNING_LISTED_CUTS]
         )
         more = f" and {len(largest) - WARNING_LISTED_CUTS} more" if len(largest) > WARNING_LISTED_CUTS else ""
+        results = sum(cut.tool_output for cut in self.cuts)
+        texts = len(self.cuts) - results
+        what = " and ".join(
+            f"{n} {noun}{'s' if n != 1 else ''}"
+            for n, noun in ((results, "tool result"), (texts, "agent text"))
+            if n
+        )
         return (
             f"{WARNING_PREFIX}the judge saw {coverage_percent(self.coverage)} of the investigation: the middle of "
-            f"{len(self.cuts)} tool result{'s' if len(self.cuts) != 1 else ''} was left out to fit the "
-            f"judge model's context window of {self.window:,} tokens: {listed}{more}"
+            f"{what} was left out to fit the judge model's context window of {self.window:,} tokens: "
+            f"{listed}{more}"
         )
 
 
@@ -196,87 +207,173 @@ def is_fitting_warning(warning: str) -> bool:
 
 def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> FittedPrompt:
     """The prompt ``build`` makes of the investigation's ``parts`` (joined with newlines),
-    with tool results shortened as far as needed for it to fit ``window`` beside the replies.
+    with its ``Cuttable`` parts shortened as far as needed for it to fit ``window`` beside
+    the replies.
 
     Raises InputTooLarge when the whole prompt is over SCORING_MAX_INPUT_TOKENS (a bound on
-    the work of one scoring, checked first), or when even every long tool result cut to
+    the work of one scoring, checked first), or when even every long text cut to
     ``KEEP_MIN_CHARS`` does not fit.
     """
+    tokens.save_learned()  # what the judge's last answers taught, for every process
     room = prompt_room(window)
     investigation = "\n".join(parts)
     frame = build("")
     llm.check_input_size(len(frame) + len(investigation))
     if len(investigation) <= EXACT_COUNT_MAX_CHARS:
         prompt = build(investigation)
-        tokens = _tokens_within(prompt, room)
+        counted = _tokens_within(prompt, room)
     else:  # estimated without building a prompt of megabytes that may not be sent
         prompt = None
-        tokens = llm.count_tokens(frame) + _estimated(investigation)
-    if tokens <= room:
-        return FittedPrompt(prompt or build(investigation), tokens, window, 1.0)
-    long = [i for i, part in enumerate(parts) if isinstance(part, ToolResult) and len(part) > KEEP_MIN_CHARS]
-    least = _shortened(parts, {i: KEEP_MIN_CHARS for i in long}, build, window)
+        counted = tokens.count(frame) + _estimated(investigation)
+    if counted <= room:
+        return FittedPrompt(prompt or build(investigation), counted, window, 1.0)
+    layout = _Layout(parts)
+    least = layout.shortened({i: KEEP_MIN_CHARS for i in range(len(layout.texts))}, build, window)
     if least.tokens > room:
         raise InputTooLarge(
             f"the judge prompt of this session is about {least.tokens:,} tokens even with every long tool "
-            f"result cut to its first and last {KEEP_MIN_CHARS // 2:,} characters, over the "
+            f"result and agent text cut to its first and last {KEEP_MIN_CHARS // 2:,} characters, over the "
             f"{room:,} tokens that the judge model's context window of {window:,} leaves beside the "
             "replies: nothing was sent to the judge"
         )
-    if not long:  # nothing to cut: the whole prompt fits after all (its estimate was high)
+    if not layout.texts:  # nothing to cut: the whole prompt fits after all (its estimate was high)
         return least
-    extras = [len(parts[i]) - KEEP_MIN_CHARS for i in long]
-    density = _density("".join(parts[i] for i in long))
-    # Characters the long results may keep beyond the least, aimed a little under the room
+    extras = [len(text.text) - KEEP_MIN_CHARS for text in layout.texts]
+    places = [text.places for text in layout.texts]
+    density = _density("".join(text.text for text in layout.texts))
+    # Characters the long texts may keep beyond the least, aimed a little under the room
     # so that the first pass usually fits (each pass is a count of up to the whole window).
     budget = (room - least.tokens) * (1 - AIM_UNDER) / density
     for _ in range(MAX_FIT_PASSES):
-        level = _water_level(extras, budget)
-        keep = {i: KEEP_MIN_CHARS + min(extra, level) for i, extra in zip(long, extras)}
-        candidate = _shortened(parts, keep, build, window)
+        level = _water_level(extras, places, budget)
+        keep = {i: KEEP_MIN_CHARS + min(extra, level) for i, extra in enumerate(extras)}
+        candidate = layout.shortened(keep, build, window)
         if candidate.tokens <= room:
             return candidate
-        budget -= (candidate.tokens - room) / density * 1.1 + LINE_SNAP_CHARS * len(long)
+        budget -= (candidate.tokens - room) / density * 1.1 + LINE_SNAP_CHARS * sum(places)
         if budget <= 0:
             break
     return least
 
 
-def _water_level(extras: list[int], budget: float) -> float:
-    """The most characters each result may keep beyond the least so that together they keep
-    at most ``budget``: the longest are cut first, the short ones keep everything."""
+def _water_level(extras: list[int], places: list[int], budget: float) -> float:
+    """The most characters each text may keep beyond the least so that together, each as
+    often as the prompt shows it, they keep at most ``budget``: the longest are cut first,
+    the short ones keep everything."""
     remaining = budget
-    ordered = sorted(extras)
-    for index, extra in enumerate(ordered):
-        sharing = len(ordered) - index
+    ordered = sorted(zip(extras, places))
+    sharing = sum(places)
+    for extra, shown in ordered:
         if extra * sharing > remaining:
             return max(0.0, remaining / sharing)
-        remaining -= extra
-    return float(ordered[-1]) if ordered else 0.0
+        remaining -= extra * shown
+        sharing -= shown
+    return float(ordered[-1][0]) if ordered else 0.0
 
 
-def _shortened(
-    parts: list[str], keep: dict[int, float], build: Callable[[str], str], window: int
-) -> FittedPrompt:
-    """The prompt with each result ``parts[i]`` cut to ``keep[i]`` characters (when shorter)."""
-    cut_parts = list(parts)
-    cuts = []
-    total = sum(map(len, parts)) + len(parts) - 1
-    omitted_chars = 0
-    for index, kept in keep.items():
-        result = parts[index]
-        if kept >= len(result):
-            continue
-        head_end, tail_start = _edges(result, int(kept))
-        middle = result[head_end:tail_start]
-        head, tail = result[:head_end], result[tail_start:]
-        omitted = _bytes(middle)
-        cuts.append(Cut(result.tool, _bytes(head) + omitted + _bytes(tail), omitted))
-        cut_parts[index] = f"{head}\n[… {_size(omitted)} of {result.tool} output omitted …]\n{tail}"
-        omitted_chars += len(middle)
-    prompt = build("\n".join(cut_parts))
-    coverage = round(1 - omitted_chars / total, 4) if total else 1.0
-    return FittedPrompt(prompt, prompt_tokens(prompt), window, coverage, tuple(cuts))
+@dataclass
+class _LongText:
+    """A text that fitting may cut, once however often the prompt shows it."""
+
+    text: str
+    label: str
+    tool_output: bool
+    places: int = 0  # how often the prompt shows it
+
+
+class _Layout:
+    """The investigation's parts with their long texts found: each ``Cuttable`` part is a
+    sequence of pieces, kept text or the index of a long text in ``texts``. An agent text
+    that holds a long tool result verbatim has that result as a piece of its own, so that
+    both are cut alike."""
+
+    def __init__(self, parts: list[str]):
+        self.parts = parts
+        self.texts: list[_LongText] = []
+        self._index: dict[str, int] = {}
+        self.pieces: dict[int, list[str | int]] = {}
+        self._results = {str(p): p.label for p in parts if isinstance(p, ToolResult) and len(p) > KEEP_MIN_CHARS}
+        # Longest first: where one result holds another, the longer is the one repeated.
+        embeddable = sorted(self._results, key=lambda text: (-len(text), text))
+        for position, part in enumerate(parts):
+            if not isinstance(part, Cuttable) or len(part) <= KEEP_MIN_CHARS:
+                continue
+            if isinstance(part, ToolResult):
+                pieces: list[str | int] = [self._long(part, part.label)]
+            else:
+                pieces = self._split(part, embeddable)
+            for piece in pieces:
+                if isinstance(piece, int):
+                    self.texts[piece].places += 1
+            self.pieces[position] = pieces
+        self._total = sum(map(len, parts)) + len(parts) - 1
+
+    def _long(self, text: str, label: str) -> int:
+        """The index of ``text`` in ``texts``, in the order the prompt first shows them; a
+        tool result is named as one wherever it is."""
+        text = str(text)
+        index = self._index.get(text)
+        if index is None:
+            index = self._index[text] = len(self.texts)
+            result_label = self._results.get(text)
+            self.texts.append(_LongText(text, result_label or label, result_label is not None))
+        return index
+
+    def _split(self, part: Cuttable, embeddable: list[str]) -> list[str | int]:
+        """``part`` as pieces: each long tool result it holds, and the text between them (a
+        long text of its own when longer than ``KEEP_MIN_CHARS``)."""
+        spans: list[tuple[int, int]] = []
+        for result in embeddable:
+            if len(result) > len(part):
+                continue
+            start = part.find(result)
+            while start >= 0:
+                end = start + len(result)
+                if not any(start < taken_end and taken_start < end for taken_start, taken_end in spans):
+                    spans.append((start, end))
+                start = part.find(result, end)
+        pieces: list[str | int] = []
+        at = 0
+        for start, end in sorted(spans):
+            pieces.extend(self._between(part, at, start))
+            pieces.append(self._long(part[start:end], part.label))
+            at = end
+        pieces.extend(self._between(part, at, len(part)))
+        return pieces
+
+    def _between(self, part: Cuttable, start: int, end: int) -> list[str | int]:
+        text = part[start:end]
+        if len(text) > KEEP_MIN_CHARS:
+            return [self._long(text, part.label)]
+        return [text] if text else []
+
+    def shortened(self, keep: dict[int, float], build: Callable[[str], str], window: int) -> FittedPrompt:
+        """The prompt with each long text ``texts[i]`` cut to ``keep[i]`` characters (when
+        shorter), the same way wherever it is shown."""
+        cut_texts: dict[int, str] = {}
+        cuts = []
+        omitted_chars = 0
+        for index, text in enumerate(self.texts):
+            kept = keep.get(index, len(text.text))
+            if kept >= len(text.text):
+                continue
+            head_end, tail_start = _edges(text.text, int(kept))
+            middle = text.text[head_end:tail_start]
+            head, tail = text.text[:head_end], text.text[tail_start:]
+            omitted = _bytes(middle)
+            cuts.append(Cut(text.label, _bytes(head) + omitted + _bytes(tail), omitted, text.tool_output, text.places))
+            cut_texts[index] = f"{head}\n[… {_size(omitted)} of {text.label} omitted …]\n{tail}"
+            omitted_chars += len(middle) * text.places
+        cut_parts = list(self.parts)
+        for position, pieces in self.pieces.items():
+            if any(isinstance(piece, int) and piece in cut_texts for piece in pieces):
+                cut_parts[position] = "".join(
+                    cut_texts.get(piece, self.texts[piece].text) if isinstance(piece, int) else piece
+                    for piece in pieces
+                )
+        prompt = build("\n".join(cut_parts))
+        coverage = round(1 - omitted_chars / self._total, 4) if self._total else 1.0
+        return FittedPrompt(prompt, prompt_tokens(prompt), window, coverage, tuple(cuts))
 
 
 def _edges(text: str, kept: int) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
-from scoring.judge import circuit, pacing
+from scoring.judge import circuit, pacing, tokens
 from scoring.judge.errors import (
     ContextWindowExceeded,
     DeadlineReached,
@@ -201,7 +201,7 @@ def preload() -> None:
     except Exception as exc:  # noqa: BLE001 - a warm-up: the judge calls meet the same error, and fail the scoring with it
         logger.warning("could not prepare calls to the judge model %s: %s", model, _provider_detail(exc))
         return
-    count_tokens("preload")
+    tokens.litellm_count("preload")
     model_input_window()
     takes_cache_breakpoints()
     import httpcore  # noqa: F401 - see above
@@ -289,12 +289,6 @@ def _record_failure(model: str, error: JudgeLLMError) -> None:
     logger.warning("judge LLM call to %s failed: %s", model, error)
     if error.counts_for_circuit:
         circuit.record_failure(model, str(error))
-
-
-def count_tokens(text: str) -> int:
-    """Tokens of ``text`` for the judge model, by litellm's counter (offline: its
-    bundled tokenizers; a model it does not know is counted as OpenAI's are)."""
-    return _litellm().token_counter(model=settings.SCORING_LLM_MODEL, text=text)
 
 
 def takes_cache_breakpoints() -> bool:
@@ -477,6 +471,7 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
     hidden_params = getattr(response, "_hidden_params", None) or {}
     _learn_announced_limits(model, hidden_params.get("additional_headers"), ANSWER_HEADER_PREFIX)
     content, input_tokens, output_tokens, cached_input_tokens = _read_response(response)
+    tokens.observe(model, messages, input_tokens)  # how the model counts, where nothing else tells
     logger.info(
         "judge LLM %s answered in %.1f s (attempt %d; %s input (%s cached) / %s output tokens)",
         model,

@@ -1,5 +1,6 @@
 """What every source's rendering of a session for the judge shares: the header, the lines of
-the available tools, and the tool results that ``scoring.judge.fitting`` may shorten."""
+the available tools, and the parts that ``scoring.judge.fitting`` may shorten (tool results
+and the agent's own texts)."""
 
 from datetime import UTC, datetime
 
@@ -23,16 +24,32 @@ SHARED_RENDERED_FIELDS = (
 )
 
 
-class ToolResult(str):
-    """A tool result's text in the rendered parts, with the tool's name: the parts that
-    ``scoring.judge.fitting`` may shorten."""
+class Cuttable(str):
+    """A part of the rendered investigation that ``scoring.judge.fitting`` may shorten, with
+    what it is (``label``), for the marker and the warning of a cut."""
+
+    label: str
+
+    def __new__(cls, text: str, label: str):
+        part = super().__new__(cls, text)
+        part.label = label
+        return part
+
+
+class ToolResult(Cuttable):
+    """A tool result's text, with the tool's name."""
 
     tool: str
 
     def __new__(cls, text: str, tool: str):
-        part = super().__new__(cls, text)
+        part = super().__new__(cls, text, f"{tool} output")
         part.tool = tool
         return part
+
+
+class AgentText(Cuttable):
+    """A text of the agent's conversation (its input, which carries observations, a response,
+    its reasoning), with what it is and where (``"Agent Response (Stage 2)"``)."""
 
 
 def format_time(us) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from scoring.judge.parts import (
     SHARED_RENDERED_FIELDS,
+    AgentText,
     ToolResult,
     render_final_analysis,
     render_header,
@@ -40,7 +41,7 @@ def rendered_values(session) -> dict:
 
 def render_investigation_parts(session) -> list[str]:
     """The investigation's text in parts, to be joined with newlines; tool results are
-    ``ToolResult`` parts."""
+    ``ToolResult`` parts, the agent's messages and reasoning ``AgentText`` parts."""
     out: list[str] = []
     seen_messages: dict[str, str] = {}
     stages = sorted(session.stages or [], key=_stage_order)
@@ -222,15 +223,20 @@ class _AgentTimeline:
         for index, message in enumerate(new):
             role = message.get("role")
             if role == "assistant" and thinking and index == len(new) - 1:
-                out.append(f"**Internal Reasoning:**\n\n{thinking.rstrip()}\n")
+                out.append(self._reasoning(thinking))
                 thinking = None
-            out.extend((ROLE_LABELS.get(role, f"**{role}:**"), "", self._message_text(message), ""))
+            label = ROLE_LABELS.get(role, f"**{role}:**")
+            text = AgentText(self._message_text(message), f"{label.strip('*:')} ({self.where})")
+            out.extend((label, "", text, ""))
         if thinking:
-            out.append(f"**Internal Reasoning:**\n\n{thinking.rstrip()}\n")
+            out.append(self._reasoning(thinking))
         if details.get("success") is False:
             out.append(f"**LLM Call Failed** ({details.get('model_name')}): {details.get('error_message')}\n")
         if not summarization:
             self.pending_results = []
+
+    def _reasoning(self, thinking: str) -> AgentText:
+        return AgentText(f"**Internal Reasoning:**\n\n{thinking.rstrip()}\n", f"Internal Reasoning ({self.where})")
 
     def _new_messages(self, messages: list, summarization: bool) -> list:
         """The messages of this interaction not yet shown, and the thread bookkeeping."""

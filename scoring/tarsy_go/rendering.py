@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from scoring.judge.parts import (
     SHARED_RENDERED_FIELDS,
+    AgentText,
     ToolResult,
     render_final_analysis,
     render_header,
@@ -74,6 +75,12 @@ _EVENT_LABELS = {
     "code_execution": "Code Execution",
     "executive_summary": "Executive Summary",
 }
+# Events kept whole by fitting: the agent's conclusions, errors, the user's words, the chain's
+# own records. The others (reasoning, responses, summaries, loaded skills and memories,
+# search results, unknown types) are ``AgentText`` parts, which it may shorten.
+_KEPT_WHOLE_EVENTS = frozenset(
+    {"final_analysis", "error", "task_assigned", "provider_fallback", "executive_summary", "user_question"}
+)
 _LLM_CALL_LABELS = {
     "summarization": "Tool Result Summarization (a separate LLM call that condensed a tool result)",
     "forced_conclusion": "Forced Conclusion (the agent reached its iteration limit)",
@@ -89,7 +96,7 @@ def rendered_values(session) -> dict:
 
 def render_investigation_parts(session) -> list[str]:
     """The investigation's text in parts, to be joined with newlines; tool results are
-    ``ToolResult`` parts."""
+    ``ToolResult`` parts, the agent's own texts ``AgentText`` parts."""
     view = judge_view(session.source_document)
     out: list[str] = []
     render_header(session, out)
@@ -573,7 +580,7 @@ class _AgentTimeline:
                 # Go's rule: a final analysis repeating the response just shown is not repeated.
                 out.append("**Final Analysis:** the agent's response above.\n")
             elif kind == "mcp_tool_summary":
-                out.append(_block(_summary_label(metadata, event, standalone=True), content))
+                out.append(self._agent_block(_summary_label(metadata, event, standalone=True), content))
             elif kind == "skill_loaded":
                 name = _text(metadata.get("skill_name"))
                 # As Go labels it: the skill's name, and no colon after it.
@@ -582,11 +589,11 @@ class _AgentTimeline:
                     if name
                     else _label("Pre-loaded Skill", event)
                 )
-                out.append(_block(label, content))
+                out.append(self._agent_block(label, content))
             elif kind == "memory_injected":
                 count = _count(metadata.get("count"))
                 label = f"Pre-loaded Memories ({count})" if count else "Pre-loaded Memories"
-                out.append(_block(_label(label, event), content))
+                out.append(self._agent_block(_label(label, event), content))
             elif kind == "user_question":
                 author = _text(metadata.get("author"))
                 label = f"Chat Follow-up Question ({author})" if author else "Chat Follow-up Question"
@@ -595,7 +602,8 @@ class _AgentTimeline:
                 out.append(_block(_label("Provider Fallback", event), content + _fallback_details(metadata)))
             else:
                 name = _EVENT_LABELS.get(kind) or (kind.replace("_", " ") if kind else "event")
-                out.append(_block(_label(name, event), content))
+                block = _block if kind in _KEPT_WHOLE_EVENTS else self._agent_block
+                out.append(block(_label(name, event), content))
             last_response = content if kind == "llm_response" and _completed(event) else None
             i += 1
 
@@ -627,14 +635,18 @@ class _AgentTimeline:
         if detail.get("error_message") and _text(detail["error_message"]) not in text:
             out.append(f"**Tool Error:** {_text(detail['error_message'])}\n")
         if pre_summarized:
-            out.append(_block(_summary_label(metadata, event, standalone=False), content.rstrip()))
+            out.append(self._agent_block(_summary_label(metadata, event, standalone=False), content.rstrip()))
         if summary is not None:
             out.append(
-                _block(
+                self._agent_block(
                     _summary_label(_dict(summary.get("metadata")), summary, standalone=False),
                     _text(summary.get("content")).rstrip(),
                 )
             )
+
+    def _agent_block(self, label: str, content: str) -> AgentText:
+        """``_block`` as a part that fitting may shorten, named by its label and the agent."""
+        return AgentText(_block(label, content), f"{label.strip('*:')} ({self.agent.name})")
 
     def _full_result(self, text: str) -> str:
         """The whole result where the timeline stored it cut short and the agent's
@@ -698,7 +710,7 @@ class _AgentTimeline:
             out.append("(Its details were not recorded.)\n")
         else:
             if detail.get("thinking_content"):
-                out.append(_block("**Internal Reasoning:**", _text(detail["thinking_content"]).rstrip()))
+                out.append(self._agent_block("**Internal Reasoning:**", _text(detail["thinking_content"]).rstrip()))
             replies = [m for m in detail.get("conversation", []) if m.get("role") == "assistant"]
             if replies and not error:
                 reply = replies[-1]
@@ -709,7 +721,7 @@ class _AgentTimeline:
                 text = _text(reply.get("content")).rstrip() or "(no text)"
                 if calls:
                     text += "\n\nTool calls requested:\n" + "\n".join(calls)
-                out.append(_block("**Agent Response:**", text))
+                out.append(self._agent_block("**Agent Response:**", text))
         if error:
             out.append(f"**LLM Call Failed** ({model}): {_text(error)}\n")
 

@@ -7,15 +7,21 @@ from pathlib import Path
 import pytest
 
 from scoring import services
-from scoring.judge import fitting, injection, llm, rendering
+from scoring.judge import fitting, injection, rendering, tokens
 from scoring.judge.conversation import build_score_prompt
 from scoring.judge.errors import InputTooLarge
-from scoring.judge.parts import ToolResult
+from scoring.judge.parts import AgentText, Cuttable, ToolResult
 from scoring.judge.rendering import render_investigation_parts
 from scoring.models import ScoringStatus, SessionScore
 from tests.support.factories import run_next_scoring
 from tests.support.fake_llm import ContextWindow, Reply, context_length_exceeded
-from tests.support.long_sessions import session_of, tool_calls, with_long_tool_output
+from tests.support.long_sessions import (
+    log_lines,
+    session_of,
+    tool_calls,
+    with_long_observations,
+    with_long_tool_output,
+)
 from tests.support.tarsy import real_documents
 from tests.support.tarsy_go import SESSION_SCENARIOS, golden_document
 from tests.support.tarsy_go_builder import alert_session
@@ -33,7 +39,9 @@ SAMPLE_SHAPES = [
     "08_large_tool_output.json",
 ]
 TOKEN = "0" * 32
-MARKER = re.compile(r"\n\[… [\d.]+ (?:bytes|KB|MB) of (\S+) output omitted …\]\n")
+MARKER = re.compile(r"\n\[… [\d.]+ (?:bytes|KB|MB) of (.+?) omitted …\]\n")
+# Counting for the judge model reads the ratio it learned from the database.
+pytestmark = pytest.mark.django_db
 TURN1 = "## Score breakdown\nLogical Flow: 20/25\n\n71"
 
 
@@ -41,8 +49,10 @@ TURN1 = "## Score breakdown\nLogical Flow: 20/25\n\n71"
 def fake_judge_model(settings):
     settings.SCORING_LLM_MODEL = "openai/fake-judge"  # a model litellm does not list
     fitting.forget_learned_windows()
+    tokens.forget()
     yield
     fitting.forget_learned_windows()
+    tokens.forget()
 
 
 def sample(name: str) -> dict:
@@ -61,28 +71,29 @@ def fit(session, window: int) -> tuple[fitting.FittedPrompt, list[str]]:
 def assert_fitted_keeping_every_required_part(session, window: int) -> fitting.FittedPrompt:
     fitted, parts = fit(session, window)
     prompt = fitted.prompt
-    assert llm.count_tokens(prompt) <= fitting.prompt_room(window) < window
-    # Every part but the long tool results is there whole, in order: the header, every agent
-    # message, every tool call with its arguments, every error, the final analysis.
+    assert tokens.count(prompt) <= fitting.prompt_room(window) < window
+    # Every part but the long texts is there whole, in order: the header, the tool lists, every
+    # tool call with its arguments, every error, the final analysis; the long ones keep their ends.
     position = 0
     for part in parts:
-        if isinstance(part, ToolResult) and len(part) > fitting.KEEP_MIN_CHARS:
+        if isinstance(part, Cuttable) and len(part) > fitting.KEEP_MIN_CHARS:
             head, tail = part[: fitting.KEEP_MIN_CHARS // 2 - fitting.LINE_SNAP_CHARS], part[-400:]
             found = prompt.find(injection.neutralise_markers(head), position)
-            assert found >= 0, f"the beginning of a {part.tool} result is missing"
+            assert found >= 0, f"the beginning of {part.label} is missing"
             position = prompt.find(injection.neutralise_markers(tail), found)
-            assert position >= 0, f"the end of a {part.tool} result is missing"
+            assert position >= 0, f"the end of {part.label} is missing"
         else:
             found = prompt.find(injection.neutralise_markers(part), position)
             assert found >= 0, f"a required part is missing: {part[:80]!r}"
             position = found
     assert injection.wrap_untrusted(rendering.render_alert_data(session.alert_data), TOKEN) in prompt
-    # Each cut is marked, naming the tool.
-    assert [m.group(1) for m in MARKER.finditer(prompt)] == [cut.tool for cut in fitted.cuts]
+    # Each cut is marked wherever the text is shown, naming what it is.
+    marked = [m.group(1) for m in MARKER.finditer(prompt)]
+    assert sorted(marked) == sorted(cut.label for cut in fitted.cuts for _ in range(cut.places))
     if fitted.cuts:
         assert 0 < fitted.coverage < 1
         assert fitted.warning.startswith(fitting.WARNING_PREFIX)
-        assert all(cut.tool in fitted.warning for cut in fitted.cuts[: fitting.WARNING_LISTED_CUTS])
+        assert all(cut.label in fitted.warning for cut in fitted.cuts[: fitting.WARNING_LISTED_CUTS])
     return fitted
 
 
@@ -130,6 +141,49 @@ def test_go_tarsy_sessions_are_fitted_keeping_every_required_part(scenario, wind
     assert fitted.cuts
 
 
+@pytest.mark.parametrize("window", [32_000, 128_000])
+def test_a_react_session_with_its_tool_output_in_the_agents_messages_is_fitted(window):
+    # One output is a tool result its next input repeats (shown once); the other is only in the
+    # agent's input, 1.5 MB of it, which fitting cuts as it cuts a tool result.
+    session = session_of(with_long_observations(sample("02_multi_stage_chain.json"), 3_000_000))
+
+    fitted = assert_fitted_keeping_every_required_part(session, window)
+
+    assert {(cut.label, cut.tool_output) for cut in fitted.cuts} == {
+        ("kubernetes-server.resources_get output", True),
+        ("Input to Agent (Stage 2)", False),
+    }
+    assert "1 tool result and 1 agent text was left out" in fitted.warning
+
+
+def test_a_tool_result_that_an_agent_text_repeats_is_cut_the_same_way_in_both():
+    output = log_lines(300_000)
+    thought = "Thought: the pod restarts on every request.\n" * 20  # under 2,000 characters: kept whole
+    parts = [
+        "## Stage 1: investigation\n",
+        "**Result:**",
+        ToolResult(output, "k8s.pods_log"),
+        "**Input to Agent:**",
+        AgentText(f"Observation: k8s.pods_log:\n{output}\n\n{thought}", "Input to Agent (Stage 2)"),
+        "## FINAL ANALYSIS\n",
+    ]
+
+    fitted = fitting.fit_prompt(parts, lambda investigation: investigation, 32_000)
+
+    (cut,) = fitted.cuts
+    assert (cut.label, cut.places, cut.tool_output) == ("k8s.pods_log output", 2, True)
+    marker = MARKER.search(fitted.prompt)
+    start = fitted.prompt.index(output[:200])
+    cut_output = fitted.prompt[start : fitted.prompt.index(output[-200:], marker.end()) + 200]
+    assert fitted.prompt.count(cut_output) == 2  # the same beginning, marker and end in both
+    assert f"Observation: k8s.pods_log:\n{cut_output}\n\n{thought}" in fitted.prompt
+    assert tokens.count(fitted.prompt) <= fitting.prompt_room(32_000)
+    # Each place counts in the coverage: the middle left out twice, of all the parts hold.
+    omitted = len(output) - (len(cut_output) - len(marker.group(0)))
+    assert fitted.coverage == round(1 - 2 * omitted / (sum(map(len, parts)) + len(parts) - 1), 4)
+    assert "1 tool result was left out" in fitted.warning and "in 2 places" in fitted.warning
+
+
 def test_the_longest_results_are_cut_first_and_short_ones_kept_whole():
     document = with_long_tool_output(sample("01_single_stage_react.json"), 400_000)
     medium = "\n".join(f"line {i} of a medium result" for i in range(1_500))  # about 40 KB
@@ -138,7 +192,7 @@ def test_the_longest_results_are_cut_first_and_short_ones_kept_whole():
 
     fitted, _ = fit(session_of(document), 128_000)
 
-    assert [cut.tool for cut in fitted.cuts] == ["kubernetes-server.pods_log"]
+    assert [cut.label for cut in fitted.cuts] == ["kubernetes-server.pods_log output"]
     assert medium in fitted.prompt
 
 
@@ -179,8 +233,8 @@ def test_a_prompt_sent_uncounted_because_its_bytes_fit_has_no_more_tokens_than_t
     prompt = text * 2_000
     room = len(prompt.encode()) + fitting.TOKENIZER_SPECIAL_TOKENS
 
-    assert llm.count_tokens(prompt) <= fitting._tokens_within(prompt, room) == room
-    assert fitting._tokens_within(prompt, room - 1) == llm.count_tokens(prompt)  # over the bound: counted
+    assert tokens.count(prompt) <= fitting._tokens_within(prompt, room) == room
+    assert fitting._tokens_within(prompt, room - 1) == tokens.count(prompt)  # over the bound: counted
 
 
 def test_required_parts_over_the_window_are_refused_before_any_call():
@@ -246,6 +300,38 @@ def test_a_3_mb_session_is_scored_within_a_128k_window(judge_llm, settings):
     assert score.input_tokens == sum(window.received)
     # What was scored is the whole session: its digest is not the shortened text's.
     assert score.investigation_digest == rendering.investigation_digest(score.session)
+
+
+@pytest.mark.django_db
+def test_a_3_mb_react_session_with_its_output_in_the_agents_messages_is_scored_within_a_128k_window(
+    judge_llm, settings
+):
+    settings.SCORING_LLM_CONTEXT_TOKENS = 128_000
+    window = ContextWindow(128_000, Reply(TURN1))
+    judge_llm.set_default(window)
+    document = with_long_observations(sample("02_multi_stage_chain.json"), 3_000_000)
+    session, _ = services.ingest_session(document, written_by="tarsy")
+    services.score_request(session_id=session.session_id, triggered_by="bob")
+
+    score = run_next_scoring()
+
+    assert score.status == ScoringStatus.COMPLETED, score.error_message
+    assert 0 < score.input_coverage < 1
+    assert len(window.received) == 2 and all(tokens <= 128_000 for tokens in window.received)
+    (warning,) = [w for w in score.warnings if fitting.is_fitting_warning(w)]
+    assert "Input to Agent (Stage 2)" in warning
+
+
+def test_a_go_tarsy_agents_long_text_is_cut_as_a_tool_result_is():
+    document = golden_document(SESSION_SCENARIOS[0])
+    document = json.loads(json.dumps(document))
+    response = next(e for e in document["timeline"] if e["event_type"] == "llm_response")
+    response["content"] = "I read the whole log:\n" + log_lines(600_000)
+    session = alert_session(document)
+
+    fitted = assert_fitted_keeping_every_required_part(session, 32_000)
+
+    assert [(cut.tool_output, cut.label.split(" (")[0]) for cut in fitted.cuts] == [(False, "Agent Response")]
 
 
 @pytest.mark.django_db

@@ -541,13 +541,6 @@ def test_a_model_litellm_cannot_call_does_not_stop_a_worker_process_from_startin
     assert "LLM Provider NOT provided" in caplog.text
 
 
-def test_tokens_are_counted_offline_by_the_judge_models_tokenizer(settings):
-    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
-    assert llm.count_tokens("hello world") == 2
-    settings.SCORING_LLM_MODEL = "openai/fake-judge"  # a model litellm does not know: counted as OpenAI's
-    assert llm.count_tokens("hello world") == 2
-
-
 def test_the_input_window_comes_from_litellms_model_list(settings):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     assert llm.model_input_window() == 128_000

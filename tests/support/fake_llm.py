@@ -11,6 +11,10 @@ block and reports ``cache_read_input_tokens`` / ``cache_creation_input_tokens``.
 
     fake_llm.push(Error(429, headers={"Retry-After": "1"}), Reply("Total score: 70"))
 
+Given a ``ModelTokenizer`` (``set_tokenizer``), it counts as a model whose tokenizer litellm does
+not have: ``POST /tokenize`` at its root answers as llama.cpp's server or vLLM does, and every
+reply's ``usage.prompt_tokens`` is that tokenizer's count of the messages.
+
 Run it alone for benchmarks and ``bin/topology --fake-llm`` (to try the service, see
 ``bin/run --demo-judge`` instead):
 
@@ -26,6 +30,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 import uuid
@@ -138,25 +143,81 @@ class ContextWindow:
     figures as ``usage.prompt_tokens``. Messages are counted as OpenAI counts them for
     gpt-4o (its tokenizer and per-message framing, through litellm, offline), which is
     not how the judge counts a model litellm does not know: as with a real provider, the
-    two counts differ a little. ``received`` lists each request's count."""
+    two counts differ a little. With ``tokenizer`` they are counted as that model's
+    (``ModelTokenizer.count_messages``). ``received`` lists each request's count."""
 
-    def __init__(self, tokens: int, then: Step | Callable[[dict | None], Step] = Reply()):
+    def __init__(
+        self,
+        tokens: int,
+        then: Step | Callable[[dict | None], Step] = Reply(),
+        tokenizer: ModelTokenizer | None = None,
+    ):
         import litellm  # here, not at the first request: the import takes seconds
 
-        self._token_counter = litellm.token_counter
+        if tokenizer is not None:
+            self._count = tokenizer.count_messages
+        else:
+            self._count = lambda messages: litellm.token_counter(model="gpt-4o", messages=messages)
         self.tokens = tokens
         self._then = then
         self._lock = threading.Lock()
         self.received: list[int] = []
 
     def __call__(self, body: dict | None) -> Step:
-        used = self._token_counter(model="gpt-4o", messages=(body or {}).get("messages") or [])
+        used = self._count((body or {}).get("messages") or [])
         with self._lock:
             self.received.append(used)
         if used > self.tokens:
             return context_length_exceeded(self.tokens, used)
         step = self._then(body) if callable(self._then) else self._then
         return replace(step, prompt_tokens=used) if isinstance(step, Reply) else step
+
+
+class ModelTokenizer:
+    """A model's own tokenizer, as a server that has it counts: OpenAI's (cl100k, through
+    litellm) but each digit a token of its own, as Qwen's tokenizer splits numbers, and a chat
+    template's framing around each message (Qwen's ``<|im_start|>role\n ... <|im_end|>\n``).
+    On log lines, full of times and ids, it counts about a third more than litellm's default
+    count; on a whole log-heavy session about a fifth, as Qwen did.
+
+    ``style`` is the server's /tokenize: "llama.cpp" (``{"content"}`` -> ``{"tokens"}``) or
+    "vllm" (``{"model", "prompt"}`` -> ``{"count", "max_model_len", "tokens"}``)."""
+
+    MESSAGE_FRAMING = 5
+    REPLY_PRIMING = 3
+
+    def __init__(self, style: str = "llama.cpp", max_model_len: int = 32_768):
+        import litellm  # here, not at the first request: the import takes seconds
+
+        self._token_counter = litellm.token_counter
+        self.style = style
+        self.max_model_len = max_model_len
+        self.requests = 0
+
+    def count(self, text: str) -> int:
+        digits = sum(len(run) - math.ceil(len(run) / 3) for run in re.findall(r"\d+", text))
+        return self._token_counter(model="gpt-3.5-turbo", text=text) + digits
+
+    def count_messages(self, messages: list[dict]) -> int:
+        texts = [
+            content if isinstance(content := message.get("content") or "", str) else
+            "".join(block.get("text", "") for block in content)
+            for message in messages
+        ]
+        return sum(self.count(text) + self.MESSAGE_FRAMING for text in texts) + self.REPLY_PRIMING
+
+    def answer(self, body: dict | None) -> tuple[int, dict]:
+        """The status and body of the server's answer to ``POST /tokenize``."""
+        self.requests += 1
+        body = body or {}
+        if self.style == "llama.cpp":
+            # llama.cpp's server tokenizes "content" if there is one, else answers no tokens.
+            text = body.get("content")
+            return 200, {"tokens": list(range(self.count(text))) if isinstance(text, str) else []}
+        if not isinstance(body.get("prompt"), str) or not body.get("model"):
+            return 400, error_body("1 validation error for TokenizeRequest: prompt: Field required", "BadRequestError")
+        count = self.count(body["prompt"])
+        return 200, {"count": count, "max_model_len": self.max_model_len, "tokens": list(range(count))}
 
 
 def unauthorized() -> Error:
@@ -166,6 +227,7 @@ def unauthorized() -> Error:
 # --- The prompt cache ------------------------------------------------------------------------
 
 ANTHROPIC_MESSAGES_PATH = "/v1/messages"
+TOKENIZE_PATH = "/tokenize"
 CHARS_PER_TOKEN = 4  # the demo judge's rough count
 MIN_CACHED_TOKENS = 1024  # OpenAI and Anthropic (Sonnet) cache no shorter prefix
 OPENAI_CACHE_STEP_TOKENS = 128  # OpenAI's cache hits grow in steps of 128 tokens past 1024
@@ -323,8 +385,9 @@ class FakeLLMServer:
         # Set to release requests that are hanging, so they do not outlive a test.
         self._release = threading.Event()
         self._httpd = ChatCompletionsServer((host, port), self._answer)
-        self._httpd.paths = (*self._httpd.paths, ANTHROPIC_MESSAGES_PATH)
+        self._httpd.paths = (*self._httpd.paths, ANTHROPIC_MESSAGES_PATH, TOKENIZE_PATH)
         self.prompt_cache = PromptCache()
+        self.tokenizer: ModelTokenizer | None = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -358,6 +421,12 @@ class FakeLLMServer:
         with self._lock:
             self._default = default
 
+    def set_tokenizer(self, tokenizer: ModelTokenizer | None) -> None:
+        """Count as ``tokenizer``'s model: its /tokenize and replies' prompt_tokens (None: no
+        /tokenize, as OpenAI's API, and prompt tokens of 4 characters)."""
+        with self._lock:
+            self.tokenizer = tokenizer
+
     @property
     def requests(self) -> list[ChatRequest]:
         with self._lock:
@@ -375,9 +444,13 @@ class FakeLLMServer:
             self._default = default
             self._release.set()
             self._release = threading.Event()
+            self.tokenizer = None
         self.prompt_cache.clear()
 
     def _answer(self, request: ChatRequest, handler: ChatHandler) -> None:
+        if request.path.split("?")[0] == TOKENIZE_PATH:  # not a judge call: not in ``requests``
+            self._tokenize(request, handler)
+            return
         with self._lock:
             self._requests.append(request)
             step = self._steps.popleft() if self._steps else self._default
@@ -397,10 +470,23 @@ class FakeLLMServer:
         else:
             handler.send_json(200, self._completion(step, request.body), step.headers)
 
+    def _tokenize(self, request: ChatRequest, handler: ChatHandler) -> None:
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            handler.send_json(404, error_body(f"unknown path {request.path}", code="not_found"))
+            return
+        handler.send_json(*tokenizer.answer(request.body))
+
+    def _prompt_tokens(self, reply: Reply, messages: list[dict]) -> int:
+        if reply.prompt_tokens is not None:
+            return reply.prompt_tokens
+        tokenizer = self.tokenizer
+        return tokenizer.count_messages(messages) if tokenizer is not None else prompt_tokens(messages)
+
     def _completion(self, reply: Reply, body: dict | None) -> dict:
         """OpenAI's chat.completion, with the cached part of the prompt in ``prompt_tokens_details``."""
         messages = (body or {}).get("messages", [])
-        prompt = prompt_tokens(messages) if reply.prompt_tokens is None else reply.prompt_tokens
+        prompt = self._prompt_tokens(reply, messages)
         cached = reply.cached_tokens
         if cached is None:
             cached = min(self.prompt_cache.openai_cached_tokens(messages), prompt)
@@ -412,7 +498,7 @@ class FakeLLMServer:
         """Anthropic's Messages API reply; its ``input_tokens`` are those neither read from nor
         written to the cache."""
         messages = body.get("messages", [])
-        prompt = prompt_tokens(messages) if reply.prompt_tokens is None else reply.prompt_tokens
+        prompt = self._prompt_tokens(reply, messages)
         read, written = self.prompt_cache.anthropic_cache_tokens(messages)
         if reply.cached_tokens is not None:
             read, written = reply.cached_tokens, 0
@@ -482,6 +568,11 @@ def main() -> None:
     parser.add_argument("--rps", type=float, help="account-wide quota: requests per second (429 beyond)")
     parser.add_argument("--tpm", type=int, help="account-wide quota: prompt tokens per minute (429 beyond)")
     parser.add_argument(
+        "--tokenizer",
+        choices=("llama.cpp", "vllm"),
+        help="count as a model litellm has no tokenizer for, answering POST /tokenize as this server does",
+    )
+    parser.add_argument(
         "--announce-limits",
         action="store_true",
         help="send the quota in OpenAI's x-ratelimit-limit-* headers with every answer, as OpenAI does",
@@ -496,6 +587,8 @@ def main() -> None:
         else reply
     )
     server = FakeLLMServer(args.host, args.port, default=default)
+    if args.tokenizer:
+        server.set_tokenizer(ModelTokenizer(args.tokenizer))
     server.start()
     print(f"fake LLM listening on {server.url}/v1 (model: openai/<anything>)", flush=True)
     try:

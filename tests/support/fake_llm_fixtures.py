@@ -6,7 +6,7 @@
 
 import pytest
 
-from scoring.judge import fitting
+from scoring.judge import fitting, tokens
 from tests.support.fake_llm import FakeLLMServer
 
 
@@ -35,5 +35,7 @@ def judge_llm(settings, fake_llm):
     settings.SCORING_LLM_TIMEOUT_S = float(env["SCORING_LLM_TIMEOUT_S"])
     settings.SCORING_LLM_BACKOFF_S = float(env["SCORING_LLM_BACKOFF_S"])
     fitting.forget_learned_windows()  # what a context-length error taught an earlier test
+    tokens.forget()  # and how an earlier test's judge counted
     yield fake_llm
     fitting.forget_learned_windows()
+    tokens.forget()

@@ -130,3 +130,39 @@ def _go_with_long_tool_output(document: dict, size_chars: int) -> dict:
             if message.get("tool_name") == wire_name and message.get("content") == own:
                 message["content"] = whole
     return document
+
+
+def with_long_observations(document: dict, size_chars: int) -> dict:
+    """A copy of a tarsy-bot ReAct ``document`` about ``size_chars`` longer, its tool output
+    carried as real ReAct sessions carry it: in the agent's next input, ``Observation:
+    server.tool: {json}``, in that interaction and in every later one of the run (tarsy-bot
+    stores the conversation so far in each). Two of its tool calls grow, half the size each,
+    with log lines: the first's output is also its recorded result (as most calls are); the
+    second's record kept no result (``{}``, as a call in tarsy-bot's own example session), so
+    its output is in the agent's messages only."""
+    document = copy.deepcopy(document)
+    calls = [
+        (execution, comm["details"])
+        for execution in _executions(document)
+        for comm in execution.get("mcp_communications") or []
+        if (comm.get("details") or {}).get("communication_type") == "tool_call"
+    ]
+    for number, (execution, details) in enumerate(calls[-2:]):
+        own = (details.get("tool_result") or {}).get("result") or ""
+        text = own + "\n" + log_lines(size_chars // 2 - len(own) - 1)
+        name = f"{details['server_name']}.{details['tool_name']}"
+        observation = f"Observation: {name}: " + json.dumps({"result": text}, indent=2)
+        details["tool_result"] = {"result": text} if number == 0 else {}
+        for interaction in execution.get("llm_interactions") or []:
+            for message in interaction["details"]["conversation"]["messages"]:
+                if message["role"] == "user" and message["content"].startswith(f"Observation: {name}:"):
+                    message["content"] = observation
+    return document
+
+
+def _executions(document: dict) -> list[dict]:
+    executions = []
+    for stage in document.get("stages") or []:
+        executions.append(stage)
+        executions.extend(stage.get("parallel_executions") or [])
+    return executions
