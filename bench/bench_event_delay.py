@@ -60,7 +60,9 @@ async def measure(
     """Delays in milliseconds, one per event."""
     run = [(events.PROGRESS, {"phase": events.PHASES[i % 2]}) for i in range(count)]
     async with EventClient.connect(server.ws_url) as client:
-        await client.subscribe(f"session:{session_id}")
+        # The subscribe replays the session's stored events (the previous mode's): they
+        # are read up to the end of the replay and left out of the delays.
+        await client.subscribe_with_replay(f"session:{session_id}")
         recording = asyncio.create_task(
             asyncio.to_thread(record_in_process, server.env, score_id, run, interval_s)
         )

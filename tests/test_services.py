@@ -129,7 +129,8 @@ def test_progress_is_recorded_only_while_the_score_is_in_progress():
 
 
 # SQL statements of a claim of one pending score and of its judge job to completion, as
-# counted in a test (its transactions are savepoints); docs/performance.md, "Judge pipeline".
+# counted in a test (its transactions are savepoints); docs/performance.md, "A scoring's CPU
+# in one process".
 STATEMENTS_PER_SCORING = {"sqlite": (8, 14), "postgresql": (9, 14)}
 
 
