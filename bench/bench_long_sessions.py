@@ -31,6 +31,9 @@ from bench.common import machine_description, setup_django, sqlite_url, work_fol
 DOCUMENTS = REPO.parent / "shared" / "data" / "tarsy-bot"
 DEFAULT_DOCUMENT = "parallel_multi_agent"
 TURN1 = (
+    "However, the agent concluded before reading the whole tool output: it never checked the previous "
+    "container's logs, and its confidence is higher than the evidence it gathered supports. A rigorous "
+    "investigation would have listed the events and compared both runs before naming the cause.\n\n"
     "## Score breakdown\nLogical Flow: 18/25\nConsistency: 18/25\nTool Relevance: 17/25\n"
     "Synthesis Quality: 17/25\n\n70"
 )

@@ -50,7 +50,13 @@ from common import (
 
 from tests.support.throwaway_servers import Redis, free_port
 
-FAKE_REPLY = "The investigation followed the evidence.\n\n70"
+# An evaluation, as the score prompt asks (a bare score line would be asked for one).
+FAKE_REPLY = (
+    "The investigation followed the evidence: the agent listed the pods, read the events and checked "
+    "the logs before concluding. However, it never verified the node's memory pressure, and its high "
+    "confidence rests on one log line; a rigorous investigation would have compared the previous "
+    "container's output too.\n\n70"
+)
 SAMPLE = REPO / "scoring" / "samples" / "00_tarsy_example.json"
 POLL_S = 0.1
 

@@ -42,7 +42,13 @@ START_TIMEOUT_S = 60
 WEB_STOP_TIMEOUT_S = 15
 # A worker cluster gives its jobs 20 s to record "worker shut down" (scoring/jobs/cluster.py).
 WORKER_STOP_TIMEOUT_S = 40
-DEFAULT_FAKE_REPLY = "The investigation followed the evidence.\n\n70"
+# An evaluation, as the score prompt asks (a bare score line would be asked for one).
+DEFAULT_FAKE_REPLY = (
+    "The investigation followed the evidence: the agent listed the pods, read the events and checked "
+    "the logs before concluding. However, it never verified the node's memory pressure, and its high "
+    "confidence rests on one log line; a rigorous investigation would have compared the previous "
+    "container's output too.\n\n70"
+)
 
 
 class Stop(Exception):

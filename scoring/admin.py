@@ -34,6 +34,7 @@ from scoring.models import (
 from scoring.templatetags.scoring_ui import (
     badge_html,
     coverage_note,
+    judge_name,
     criteria_label,
     dimension_rows,
     samples_note,
@@ -375,7 +376,7 @@ class ScoreReviewInline(admin.TabularInline):
 class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     # The badge says the status (the filter and the score page tell pending from in progress).
     list_display = [
-        "short_id", "session_link", "score", "list_criteria", "judge_model",
+        "short_id", "session_link", "score", "list_criteria", "judge",
         "score_triggered_by", "scored", "reviews_summary",
     ]  # fmt: skip
     list_filter = [
@@ -386,15 +387,17 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         "score_triggered_by",
         ReviewStateFilter,
         "unstable",
+        "analysis_missing",
     ]
     search_fields = ["score_id"]
     search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
     list_per_page = 50
     fields = [
-        "score_id", "session_link", "status", "score", "samples", "criteria", "judge_model", "coverage", "tokens", "cost",
+        "score_id", "session_link", "status", "score", "samples", "criteria", "judge", "analysis_missing", "coverage",
+        "tokens", "cost",
         "duration", "score_triggered_by", "scored", "started", "completed", "error_message", "waiting_reason",
         "warnings", "dimensions_view", "missing_tool_names", "session_changed_view", "reviews_view",
-        "score_analysis_html", "missing_tools_html",
+        "score_analysis_html", "missing_tools_html", "transcript_html",
     ]  # fmt: skip
     readonly_fields = fields
     inlines = [ScoreReviewInline]
@@ -501,6 +504,10 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         cached = f" ({score.cached_input_tokens:,} cached)" if score.cached_input_tokens else ""
         return f"{score.input_tokens or 0:,}{cached} / {score.output_tokens or 0:,}"
 
+    @admin.display(description="Judge", ordering="judge_model")
+    def judge(self, score):
+        return judge_name(score) or "-"
+
     @admin.display(description="Investigation seen")
     def coverage(self, score):
         return coverage_note(score.input_coverage) or "-"
@@ -561,7 +568,17 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Missing tools")
     def missing_tools_html(self, score):
+        if score.missing_tools_analysis is None and score.analysis_missing:
+            return "Not asked: the judge gave no evaluation to base it on."
         return render_to_string("scoring/_markdown.html", {"text": score.missing_tools_analysis})
+
+    @admin.display(description="What the judge saw")
+    def transcript_html(self, score):
+        """The transcript, read for this page alone (the list never reads it)."""
+        transcript = selectors.score_transcript(score.score_id)
+        if transcript is None:
+            return "None kept (past SCORING_TRANSCRIPT_RETENTION_DAYS, made before transcripts were kept, or not judged yet)."
+        return render_to_string("scoring/_transcript.html", {"transcript": transcript.transcript})
 
 
 @admin.register(ScoreReview)

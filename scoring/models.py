@@ -122,6 +122,11 @@ class AlertSession(models.Model):
     latest_completed_total_score = models.IntegerField(null=True, blank=True, editable=False)
     latest_completed_prompt_hash = models.CharField(max_length=64, null=True, blank=True, editable=False)
     latest_completed_judge_model = models.CharField(max_length=255, null=True, blank=True, editable=False)
+    latest_completed_judge_temperature = models.FloatField(null=True, blank=True, editable=False)
+    latest_completed_judge_seed = models.BigIntegerField(null=True, blank=True, editable=False)
+    # ... and whether that score lacks an evaluation (SessionScore.analysis_missing): the fleet
+    # statistics leave such sessions out unless asked to include them.
+    latest_completed_analysis_missing = models.BooleanField(null=True, blank=True, editable=False)
     latest_completed_logical_flow = models.IntegerField(null=True, blank=True, editable=False)
     latest_completed_consistency = models.IntegerField(null=True, blank=True, editable=False)
     latest_completed_tool_relevance = models.IntegerField(null=True, blank=True, editable=False)
@@ -203,6 +208,11 @@ class SessionScore(models.Model):
     error_message = models.TextField(null=True, blank=True)
     # Beyond EP-0028: what produced the score and what it cost.
     judge_model = models.CharField(max_length=255, blank=True, default="")
+    # The sampling settings the judge calls sent (SCORING_LLM_TEMPERATURE, SCORING_LLM_SEED; null:
+    # none sent, the provider's default applied): with the model, the judge's identity
+    # (scoring.judge.sampling.judge_label). Null for scores made before they were sent.
+    judge_temperature = models.FloatField(null=True, blank=True)
+    judge_seed = models.BigIntegerField(null=True, blank=True)
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
@@ -228,6 +238,10 @@ class SessionScore(models.Model):
     # The share of the investigation's text the judge saw, 0..1: below 1 when tool results
     # were cut to fit the judge model's context window (docs/rendering.md); null until completed.
     input_coverage = models.FloatField(null=True, blank=True)
+    # The judge gave its score without the evaluation the criteria ask for, even when asked once
+    # more (scoring.judge.replies.has_evaluation): its turn 2 was not asked (missing_tools_analysis
+    # is null), a warning says so, and the insights leave it out unless asked to include it.
+    analysis_missing = models.BooleanField(default=False)
     # Why a pending score waits to be picked up again (the provider's quota), "" when it does not;
     # and when its first 429 came, from which SCORING_RATE_LIMIT_PATIENCE_S is counted.
     waiting_reason = models.TextField(blank=True, default="")
@@ -274,6 +288,26 @@ class SessionScore(models.Model):
         if self.investigation_digest is None or current is None:
             return None
         return self.investigation_digest != current
+
+
+class ScoreTranscript(models.Model):
+    """What the judge was sent and what it wrote for one score (``conversation.Transcript``):
+    every conversation's messages as sent, after fitting, and every raw reply, restatements and
+    follow-ups included, with the model and sampling settings. A table of its own, so that no
+    query of scores reads it; only staff read it. Kept SCORING_TRANSCRIPT_RETENTION_DAYS."""
+
+    score = models.OneToOneField(
+        SessionScore, on_delete=models.CASCADE, primary_key=True, db_column="score_id", related_name="transcript"
+    )
+    recorded_at_us = models.BigIntegerField(db_index=True)
+    # {"model", "temperature", "seed", "conversations": [{"messages": [...], "error"}]}
+    transcript = models.JSONField()
+
+    class Meta:
+        db_table = "score_transcripts"
+
+    def __str__(self) -> str:
+        return f"transcript of score {self.score_id}"
 
 
 class MissingTool(models.Model):

@@ -39,6 +39,7 @@ from scoring.models import (
     MissingTool,
     ReviewVerdict,
     ScoreReview,
+    ScoreTranscript,
     ScoringEvent,
     ScoringStatus,
     SessionScore,
@@ -133,6 +134,7 @@ def latest_score_columns() -> dict:
         "latest_total_score": Subquery(newest.values("total_score")[:1]),
         "latest_prompt_hash": Subquery(newest.values("prompt_hash")[:1]),
         **latest_completed_columns(),
+        **latest_completed_judge_columns(),
         **scorings_columns(),
     }
 
@@ -153,6 +155,18 @@ def latest_completed_columns() -> dict:
         points = Cast(NullIf(KT(f"dimensions__{name}"), Value("null")), IntegerField())
         columns[f"latest_completed_{name}"] = Subquery(newest.annotate(points=points).values("points")[:1])
     return columns
+
+
+def latest_completed_judge_columns() -> dict:
+    """The part of that copy that says how the newest completed score was made: its judge's
+    sampling settings (with its model, the judge's identity) and whether it lacks an evaluation."""
+    newest = SessionScore.objects.filter(session=OuterRef("pk"), status=ScoringStatus.COMPLETED).order_by(
+        "-scored_at_us"
+    )
+    return {
+        f"latest_completed_{field}": Subquery(newest.values(field)[:1])
+        for field in ("judge_temperature", "judge_seed", "analysis_missing")
+    }
 
 
 def scorings_columns() -> dict:
@@ -573,6 +587,20 @@ def score_key(score_id: str | uuid.UUID) -> uuid.UUID:
 def no_such_score(key: uuid.UUID) -> str:
     """What every endpoint says of a score id that names no score."""
     return f"No score with id {key}."
+
+
+def score_transcript(score_id: uuid.UUID) -> ScoreTranscript | None:
+    """A score's transcript; None when it has none (not kept, or past its retention). Raises
+    SessionScore.DoesNotExist, saying why, when there is no such score."""
+    transcript = ScoreTranscript.objects.filter(score_id=score_id).first()
+    if transcript is None and not SessionScore.objects.filter(pk=score_id).exists():
+        raise SessionScore.DoesNotExist(no_such_score(score_id))
+    return transcript
+
+
+def with_transcript_flag(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore]:
+    """Annotate each score with whether a transcript of it is kept (``has_transcript``), without reading it."""
+    return scores.annotate(has_transcript=Exists(ScoreTranscript.objects.filter(score_id=OuterRef("pk"))))
 
 
 def score_reviews(score_id: uuid.UUID) -> QuerySet[ScoreReview] | None:

@@ -24,7 +24,7 @@ from django.db.models.sql import UpdateQuery
 
 from scoring import failures, selectors
 from scoring.jobs import queue
-from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies
+from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies, sampling
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -33,6 +33,7 @@ from scoring.models import (
     ReviewVerdict,
     ScoreReview,
     ScoringCriteria,
+    ScoreTranscript,
     ScoringStatus,
     SessionScore,
     SessionStatus,
@@ -397,6 +398,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
     """Run the judge conversation of a claimed score to its end: completed or failed."""
     with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
         deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
+        transcript = conversation.Transcript()
         try:
             session = _session_to_judge(score.session_id)
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
@@ -405,8 +407,16 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             # session data in (injection.py), and the score comes from the judge's own last line.
             warnings = injection.find_injection_attempts(session)
             digest = rendering.investigation_digest(session)
+            judge = sampling.judge_sampling()
             _update_returning(
-                score.score_id, (Status.IN_PROGRESS,), {"warnings": warnings, "investigation_digest": digest}
+                score.score_id,
+                (Status.IN_PROGRESS,),
+                {
+                    "warnings": warnings,
+                    "investigation_digest": digest,
+                    "judge_temperature": judge.temperature,
+                    "judge_seed": judge.seed,
+                },
             )
             # A session stored before digests existed gets the one of the version scored.
             if session.investigation_digest is None:
@@ -415,20 +425,25 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
                 )
             llm.release_db_connection()  # and while the prompt is rendered
             result = conversation.run_judge(
-                session, on_phase=lambda phase: _record_progress(score, phase), deadline=deadline
+                session,
+                on_phase=lambda phase: _record_progress(score, phase),
+                deadline=deadline,
+                transcript=transcript,
             )
         except errors.RateLimited as exc:
             return _wait_for_quota(score, exc)
         except errors.JudgeLLMError as exc:
-            return fail_scoring(score.score_id, str(exc))
+            return _keep_transcript(fail_scoring(score.score_id, str(exc)), transcript)
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
             logger.exception("judge job for score %s lost the database", score.score_id)
             return fail_scoring(score.score_id, f"database error: {type(exc).__name__}: {exc}")
         except Exception as exc:
             logger.exception("judge job for score %s failed unexpectedly", score.score_id)
-            return fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}")
+            return _keep_transcript(
+                fail_scoring(score.score_id, f"unexpected error: {type(exc).__name__}: {exc}"), transcript
+            )
         try:
-            return _complete(score.score_id, result, warnings)
+            return _complete(score.score_id, result, warnings, transcript)
         except Exception as exc:  # not left in progress until the orphan sweep blames a dead worker
             logger.exception("the judge's result for score %s could not be stored", score.score_id)
             return fail_scoring(score.score_id, f"could not store the judge's result: {type(exc).__name__}: {exc}")
@@ -511,26 +526,38 @@ def _in_progress_guard(score_id) -> tuple[str, list]:
     return f"SELECT 1 FROM {table} WHERE {pk} = %s AND {status} = %s", [score_id, Status.IN_PROGRESS.value]
 
 
-def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -> SessionScore | None:
+def _complete(
+    score_id, result: conversation.JudgeResult, warnings: list[str], transcript: conversation.Transcript
+) -> SessionScore | None:
     """Store the judge's result; ``warnings`` are the injection findings, kept with what
-    fitting the window cut (the breakdown's warning is added from the reply).
+    fitting the window cut and whether the judge gave no evaluation (the breakdown's warning
+    is added from the reply).
 
     What ``judge.replies`` reads from the replies is read first, so that the move's UPDATE
     stores the criteria with the result (and the session's copy holds them); the missing
-    tools are stored in the move's transaction (a new completion has none to replace)."""
+    tools and the transcript are stored in the move's transaction (a new completion has no
+    tools to replace)."""
+    warnings = [*warnings, result.input_warning] if result.input_warning else list(warnings)
+    if result.analysis_missing:
+        warnings.append(replies.ANALYSIS_MISSING_WARNING)
     completed = SessionScore(
         score_id=score_id,
         total_score=result.total_score,
         score_analysis=result.score_analysis,
         missing_tools_analysis=result.missing_tools_analysis,
-        warnings=[*warnings, result.input_warning] if result.input_warning else warnings,
+        warnings=warnings,
     )
     tools = _read_replies(completed, MissingTool)
+
+    def store_with_move(score: SessionScore) -> None:
+        _store_missing_tools(tools)
+        _store_transcript(score.score_id, transcript)
+
     score = _transition(
         score_id,
         Status.COMPLETED,
         event_fields={"total_score": result.total_score},
-        in_transaction=lambda _: _store_missing_tools(tools),
+        in_transaction=store_with_move,
         total_score=result.total_score,
         score_analysis=result.score_analysis,
         missing_tools_analysis=result.missing_tools_analysis,
@@ -545,6 +572,9 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
         score_spread=result.score_spread,
         unstable=result.unstable,
         input_coverage=result.input_coverage,
+        analysis_missing=result.analysis_missing,
+        judge_temperature=result.judge_sampling.temperature,
+        judge_seed=result.judge_sampling.seed,
         completed_at_us=now_us(),
     )
     if score is None:
@@ -555,6 +585,34 @@ def _complete(score_id, result: conversation.JudgeResult, warnings: list[str]) -
 def _store_missing_tools(tools: list) -> None:
     if tools:
         MissingTool.objects.bulk_create(tools)
+
+
+def _store_transcript(score_id, transcript: conversation.Transcript) -> None:
+    """Keep the score's transcript, unless transcripts are not kept
+    (SCORING_TRANSCRIPT_RETENTION_DAYS=0) or no call was made. One INSERT: a score is
+    judged to its end once (its moves are conditional), so it has no transcript yet."""
+    if settings.SCORING_TRANSCRIPT_RETENTION_DAYS <= 0 or not transcript.conversations:
+        return
+    ScoreTranscript.objects.create(score_id=score_id, recorded_at_us=now_us(), transcript=transcript.as_json())
+
+
+def _keep_transcript(failed: SessionScore | None, transcript: conversation.Transcript) -> SessionScore | None:
+    """Keep the transcript of a scoring that failed (``failed``; None: it was no longer active)."""
+    if failed is not None:
+        try:
+            _store_transcript(failed.score_id, transcript)
+        except DatabaseError:
+            logger.warning("could not keep the transcript of failed score %s", failed.score_id, exc_info=True)
+    return failed
+
+
+def prune_transcripts(now=None) -> int:
+    """Delete the transcripts recorded over SCORING_TRANSCRIPT_RETENTION_DAYS ago (all of them
+    at 0); return how many. ``now``: microseconds since the epoch (default: the current time)."""
+    now = now_us() if now is None else now
+    cutoff = now - int(settings.SCORING_TRANSCRIPT_RETENTION_DAYS * 86_400 * 1_000_000)
+    deleted, _ = ScoreTranscript.objects.filter(recorded_at_us__lt=cutoff).delete()
+    return deleted
 
 
 def _read_replies(score, tool_model) -> list:

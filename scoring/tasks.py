@@ -18,8 +18,10 @@ def wake_judge_runtime() -> None:
 
 
 def cleanup_orphans() -> int:
-    """The minutely cleanup: fail orphaned scorings and reports, and prune expired events (so
-    they are pruned even where no WebSocket client ever starts a web process's relay)."""
+    """The minutely cleanup: fail orphaned scorings and reports, prune expired events (so
+    they are pruned even where no WebSocket client ever starts a web process's relay) and
+    transcripts past SCORING_TRANSCRIPT_RETENTION_DAYS."""
     events.prune()
+    services.prune_transcripts()
     reports.expire_stale_reports()
     return services.expire_stale_scorings()

@@ -22,6 +22,11 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/", views.session_detail, name="session-detail"),
     path("sessions/<uuid:session_id>/score-panel", views.score_panel, name="score-panel"),
     path(
+        "sessions/<uuid:session_id>/scores/<uuid:score_id>/transcript",
+        views.score_transcript,
+        name="score-transcript",
+    ),
+    path(
         "sessions/<uuid:session_id>/investigation", views.session_investigation, name="session-investigation"
     ),
 ]

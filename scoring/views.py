@@ -9,6 +9,7 @@ The site's 404 and 500 pages are here too (``handler404``, ``handler500``).
 
 from django import forms
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
@@ -20,7 +21,7 @@ from scoring.api.errors import INTERNAL_ERROR_DETAIL
 from scoring.insights import page as insights_page
 from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
 from scoring.judge import rendering
-from scoring.models import AlertSession, SessionSource
+from scoring.models import AlertSession, SessionScore, SessionSource
 from scoring.templatetags.scoring_ui import badge_catalog
 
 PAGE_SIZE = 50
@@ -106,7 +107,7 @@ def _score_view_sessions():
 
 
 def _score_context(session: AlertSession) -> dict:
-    history = list(selectors.score_history(session.session_id))
+    history = list(selectors.with_transcript_flag(selectors.score_history(session.session_id)))
     return {"session": session, "latest": history[0] if history else None, "history": history}
 
 
@@ -137,6 +138,25 @@ def score_panel(request, session_id):
     """The score view alone, for the page script to refresh it in place."""
     session = _session_or_404(_score_view_sessions(), session_id)
     return render(request, "scoring/_score_panel.html", _score_context(session))
+
+
+@login_required
+def score_transcript(request, session_id, score_id):
+    """What the judge was sent and wrote for one score: for staff only, as the API's transcript."""
+    if not request.user.is_staff:
+        raise PermissionDenied("Only the service's staff may read the judge's transcripts.")
+    score = SessionScore.objects.filter(pk=score_id, session_id=session_id).defer(
+        "score_analysis", "missing_tools_analysis"
+    ).first()
+    if score is None:
+        raise Http404(selectors.no_such_score(score_id))
+    transcript = selectors.score_transcript(score.score_id)
+    if transcript is None:
+        raise Http404(
+            f"No transcript of score {score_id} is kept (past SCORING_TRANSCRIPT_RETENTION_DAYS, made before "
+            "transcripts were kept, or not judged yet)."
+        )
+    return render(request, "scoring/score_transcript.html", {"score": score, "transcript": transcript})
 
 
 @login_required

@@ -51,6 +51,13 @@ def env_number(name: str, default, cast=float):
         raise ImproperlyConfigured(f"{name}={value!r} is not a number") from exc
 
 
+def env_optional_number(name: str, default, cast=float):
+    """``env_number``, where ``none`` means no value (None)."""
+    if os.environ.get(name, "").strip().lower() == "none":
+        return None
+    return env_number(name, default, cast)
+
+
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
@@ -304,6 +311,13 @@ SCORING_RATE_LIMIT_PATIENCE_S = env_number("SCORING_RATE_LIMIT_PATIENCE_S", 2160
 # them (scoring/judge/pacing.py, docs/llm.md).
 SCORING_LLM_RPM = env_number("SCORING_LLM_RPM", 0, int)
 SCORING_LLM_TPM = env_number("SCORING_LLM_TPM", 0, int)
+# The judge's sampling: a low temperature and a fixed seed, so that scoring a session again
+# gives much the same score; each is sent only where the model takes it ("none": not sent,
+# the provider's default applies). Recorded on each score, part of the judge's identity (docs/llm.md).
+SCORING_LLM_TEMPERATURE = env_optional_number("SCORING_LLM_TEMPERATURE", 0.0)
+SCORING_LLM_SEED = env_optional_number("SCORING_LLM_SEED", 0, int)
+if SCORING_LLM_TEMPERATURE is not None and not 0 <= SCORING_LLM_TEMPERATURE <= 2:
+    raise ImproperlyConfigured(f"SCORING_LLM_TEMPERATURE={SCORING_LLM_TEMPERATURE:g} is out of range (from 0 to 2)")
 SCORING_CIRCUIT_FAILURE_THRESHOLD = env_number("SCORING_CIRCUIT_FAILURE_THRESHOLD", 5, int)
 SCORING_CIRCUIT_COOLDOWN_S = env_number("SCORING_CIRCUIT_COOLDOWN_S", 60.0)
 # A scoring whose whole judge prompt is estimated (4 characters a token) above this fails
@@ -318,6 +332,12 @@ SCORING_JUDGE_SAMPLES = env_number("SCORING_JUDGE_SAMPLES", 1, int)
 # Samples further apart than this many points mark the score unstable: over half the
 # width of the "weak" band (50-74), so such samples often fall in different bands.
 SCORING_UNSTABLE_SPREAD = env_number("SCORING_UNSTABLE_SPREAD", 15, int)
+# Days a score's transcript (what the judge was sent and what it wrote) is kept; 0: none kept.
+SCORING_TRANSCRIPT_RETENTION_DAYS = env_number("SCORING_TRANSCRIPT_RETENTION_DAYS", 30, float)
+if SCORING_TRANSCRIPT_RETENTION_DAYS < 0:
+    raise ImproperlyConfigured(
+        f"SCORING_TRANSCRIPT_RETENTION_DAYS={SCORING_TRANSCRIPT_RETENTION_DAYS:g} is too small (at least 0)"
+    )
 for _name, _value, _least, _most in (
     ("SCORING_JUDGE_SAMPLES", SCORING_JUDGE_SAMPLES, 1, 10),
     ("SCORING_UNSTABLE_SPREAD", SCORING_UNSTABLE_SPREAD, 0, 100),

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from scoring import services
 from scoring.admin import REVIEWS_ON_SCORE_PAGE
-from scoring.models import AlertSession, InsightReport, ScoreReview, SessionScore
+from scoring.models import AlertSession, InsightReport, ScoreReview, ScoreTranscript, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 
 pytestmark = pytest.mark.django_db
@@ -444,3 +444,27 @@ def test_mcp_reports_are_listed_and_shown_read_only(admin_client):
     assert "<script>alert(1)</script>" not in page
     assert 'name="_save"' not in page and "Delete" not in page
     assert admin_client.get(reverse("admin:scoring_insightreport_add")).status_code == 403
+
+
+def test_a_score_page_shows_the_judge_and_what_it_saw(admin_client):
+    score = make_score(make_session(), judge_model="openai/qwen", judge_temperature=0.0, judge_seed=0)
+    transcript = {
+        "model": "openai/qwen",
+        "temperature": 0.0,
+        "seed": 0,
+        "conversations": [{"messages": [{"role": "user", "content": "prompt <b>"}], "error": "judge LLM timed out"}],
+    }
+    ScoreTranscript.objects.create(score=score, recorded_at_us=T0_US, transcript=transcript)
+    page = admin_client.get(score_page(score)).content.decode()
+    assert "openai/qwen (temperature 0, seed 0)" in page
+    assert "prompt &lt;b&gt;" in page and "The last call failed: judge LLM timed out" in page
+
+    without = make_score(make_session())
+    assert "None kept" in admin_client.get(score_page(without)).content.decode()
+
+
+def test_the_score_list_does_not_read_transcripts(admin_client):
+    ScoreTranscript.objects.create(score=make_score(make_session()), recorded_at_us=T0_US, transcript={"x": "y"})
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(SCORES_URL)
+    assert not any("score_transcripts" in query["sql"] for query in queries)

@@ -9,10 +9,11 @@ import pytest
 from tests.support.factories import make_session
 from tests.support.fake_llm import Reply
 from tests.support.servers import EventClient
+from tests.support.judge_replies import evaluated
 
 pytestmark = pytest.mark.processes
 
-TURN1 = "Logical Flow: 15/25\nConsistency: 17/25\nTool Relevance: 13/25\nSynthesis Quality: 14/25\n\n59"
+TURN1 = evaluated("Logical Flow: 15/25\nConsistency: 17/25\nTool Relevance: 13/25\nSynthesis Quality: 14/25\n\n59")
 TURN2 = "1. **pods_log (previous container)** - the crash output was never read."
 EXPECTED = [
     ("scoring.started", None),

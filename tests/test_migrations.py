@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
+from scoring.judge import replies
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
@@ -280,5 +281,38 @@ def test_migrating_copies_onto_each_missing_tool_its_score_total_and_session_ale
         tools = executor.loader.project_state(after).apps.get_model("scoring", "MissingTool")
 
         assert list(tools.objects.values_list("total_score", "alert_type", "chain_id")) == [(61, "k", "k-chain")]
+    finally:
+        call_command("migrate", "scoring", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_marks_the_completed_scores_without_an_evaluation_and_copies_it_onto_their_sessions():
+    before, after = [("scoring", "0025_report_inputs")], [("scoring", "0026_judge_replies_and_transcripts")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        sessions, scores = old.get_model("scoring", "AlertSession"), old.get_model("scoring", "SessionScore")
+        common = {"score_triggered_by": "bob", "started_at_us": 1, "prompt_hash": "a" * 64, "status": "completed"}
+        marked = {}
+        for analysis in ("", "Logical Flow: 14/25\nConsistency: 15/25", " ".join(["Reasoned"] * 60)):
+            session = sessions.objects.create(session_id=uuid.uuid4(), alert_type="k", status="completed", started_at_us=1)
+            score = scores.objects.create(
+                session=session, scored_at_us=1, total_score=54, score_analysis=analysis, warnings=["w"], **common
+            )
+            sessions.objects.filter(pk=session.pk).update(latest_score_id=score.pk, latest_completed_score_id=score.pk)
+            marked[score.pk] = bool(analysis.count(" ") < 50)
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        new = executor.loader.project_state(after).apps
+        migrated, copies = new.get_model("scoring", "SessionScore"), new.get_model("scoring", "AlertSession")
+
+        for score in migrated.objects.all():
+            assert score.analysis_missing is marked[score.pk]
+            assert score.warnings == (["w", replies.ANALYSIS_MISSING_WARNING] if marked[score.pk] else ["w"])
+            copy = copies.objects.get(latest_completed_score_id=score.pk)
+            assert copy.latest_completed_analysis_missing is marked[score.pk]
+            assert (copy.latest_completed_judge_temperature, copy.latest_completed_judge_seed) == (None, None)
     finally:
         call_command("migrate", "scoring", verbosity=0)

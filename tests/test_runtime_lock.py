@@ -27,11 +27,12 @@ from tests.support.servers import REPO_DIR, EventClient
 from tests.support.throwaway_servers import Redis, free_port
 from tests.support.topology import SAMPLE_SESSION, http
 from tests.support.workers import WORKER_READY_PATTERN, wait_for
+from tests.support.judge_replies import evaluated
 
 pytestmark = pytest.mark.processes
 
 LOCK_FILE = REPO_DIR / "requirements" / "base.txt"
-TURN1 = "Logical Flow: 15/25\nConsistency: 18/25\nTool Relevance: 14/25\nSynthesis Quality: 16/25\n\n63"
+TURN1 = evaluated("Logical Flow: 15/25\nConsistency: 18/25\nTool Relevance: 14/25\nSynthesis Quality: 16/25\n\n63")
 TURN2 = "1. **kubernetes-server.events_list** - the namespace's events were never read."
 START_TIMEOUT_S = 90
 LOG_TAIL_LINES = 40

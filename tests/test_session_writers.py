@@ -20,6 +20,7 @@ from scoring.tarsy import ingest
 from tests.support.api import session_document
 from tests.support.factories import make_score, make_session, proxy_client, run_next_scoring
 from tests.support.fake_llm import Reply
+from tests.support.judge_replies import evaluated
 
 SESSIONS_URL = "/api/v1/sessions/"
 
@@ -120,7 +121,7 @@ def with_chat_follow_up(document: dict) -> dict:
 
 
 def score_now(judge_llm, session_id) -> SessionScore:
-    judge_llm.push(Reply("Logical Flow: 15/25\n\n64"), Reply("No critical missing tools identified."))
+    judge_llm.push(Reply(evaluated("Logical Flow: 15/25\n\n64")), Reply("No critical missing tools identified."))
     services.score_request(session_id=session_id, triggered_by="bob")
     return run_next_scoring()
 

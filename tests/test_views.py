@@ -4,13 +4,15 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from scoring import selectors, services, views
 from scoring.judge import rendering
-from scoring.models import AlertSession, InsightReport, ScoreReview, ScoringStatus
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT
+from scoring.models import AlertSession, InsightReport, ScoreReview, ScoreTranscript, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
 from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.servers import REPO_DIR
@@ -675,3 +677,73 @@ def test_insights_chain_filter_lists_no_blank_chain(admin_client, fleet):
     page = admin_client.get(INSIGHTS_URL).content.decode()
     assert page.count('<option value="">') == 3  # "Any" of alert type, chain and criteria only
     assert '<option value="" selected>' not in page
+
+
+# --- The judge's sampling, a score without an evaluation, and the transcript (staff only) ----------
+
+TRANSCRIPT = {
+    "model": "openai/qwen",
+    "temperature": 0.0,
+    "seed": 0,
+    "conversations": [
+        {
+            "messages": [
+                {"role": "user", "content": "the score prompt <script>"},
+                {"role": "assistant", "content": "**Total Score:** 54"},
+                {"role": "user", "content": EVALUATION_FOLLOWUP_PROMPT},
+                {"role": "assistant", "content": "54"},
+            ],
+            "error": None,
+        }
+    ],
+}
+
+
+@pytest.mark.django_db
+def test_a_score_names_its_judge_with_the_sampling_it_was_sent(admin_client):
+    session = make_session()
+    make_score(session, judge_model="openai/qwen", judge_temperature=0.0, judge_seed=0)
+
+    view = score_view(admin_client, session)
+
+    assert re.search(r"<span data-judge>openai/qwen \(temperature 0, seed 0\)</span>", view)
+
+
+@pytest.mark.django_db
+def test_a_score_without_an_evaluation_says_so_and_that_its_tools_were_not_asked(admin_client):
+    session = make_session()
+    make_score(session, score_analysis="", missing_tools_analysis=None, analysis_missing=True)
+
+    view = score_view(admin_client, session)
+
+    assert "data-analysis-missing" in view and "left out of the fleet statistics" in view
+    assert "data-missing-tools-not-asked" in view
+
+
+@pytest.mark.django_db
+def test_staff_find_the_transcript_from_the_score_and_read_it_escaped(admin_client, client):
+    session = make_session()
+    score = make_score(session)
+    ScoreTranscript.objects.create(score=score, recorded_at_us=T0_US, transcript=TRANSCRIPT)
+    url = reverse("scoring:score-transcript", args=[session.session_id, score.score_id])
+
+    assert f'href="{url}"' in score_view(admin_client, session)
+    page = admin_client.get(url).content.decode()
+    assert "the score prompt &lt;script&gt;" in page and "<script>" not in page.split("<main")[-1]
+    assert "The service asks the judge for the evaluation it left out" in page
+    assert "temperature 0.0 · seed 0" in page
+
+    viewer = User.objects.create_user("viewer", password="pw")
+    client.force_login(viewer)
+    assert client.get(url).status_code == 403
+    assert f'href="{url}"' not in score_view(client, session)
+
+
+@pytest.mark.django_db
+def test_a_score_without_a_transcript_has_no_link_and_its_page_is_not_found(admin_client):
+    session = make_session()
+    score = make_score(session)
+
+    assert "data-transcript-link" not in score_view(admin_client, session)
+    url = reverse("scoring:score-transcript", args=[session.session_id, score.score_id])
+    assert admin_client.get(url).status_code == 404

@@ -22,6 +22,18 @@ _TOO_FEW = (
 )
 
 
+def _judge_sampling_fields(whose: str) -> dict:
+    """The judge's sampling settings, beside its model: with it, the judge's identity."""
+    return {
+        "judge_temperature": serializers.FloatField(
+            allow_null=True, help_text=f"The temperature {whose} judge calls sent; null: none (the provider's default)."
+        ),
+        "judge_seed": serializers.IntegerField(
+            allow_null=True, help_text=f"The seed {whose} judge calls sent; null: none."
+        ),
+    }
+
+
 def _too_few(*figures: str) -> serializers.ListField:
     return serializers.ListField(child=serializers.ChoiceField(choices=figures), help_text=_TOO_FEW)
 
@@ -29,6 +41,7 @@ def _too_few(*figures: str) -> serializers.ListField:
 class AgreementGroupSerializer(serializers.Serializer):
     prompt_hash = serializers.CharField(help_text="The criteria hash the judge scored under.")
     judge_model = serializers.CharField(help_text="The judge model (litellm's name).")
+    judge_temperature, judge_seed = _judge_sampling_fields("the").values()
     n = serializers.IntegerField(help_text="Pairs: each reviewer's newest review of a reviewed score.")
     reviewed_scores = serializers.IntegerField(help_text="Distinct scores among the pairs.")
     mean_abs_diff = serializers.FloatField(help_text="Mean of |judge's total − reviewer's score|, in points.")
@@ -48,6 +61,7 @@ class LargestDifferenceSerializer(serializers.Serializer):
     session_id = serializers.UUIDField()
     prompt_hash = serializers.CharField()
     judge_model = serializers.CharField()
+    judge_temperature, judge_seed = _judge_sampling_fields("the score's").values()
     total_score = serializers.IntegerField(help_text="The judge's score.")
     reviewer_score = serializers.IntegerField()
     difference = serializers.IntegerField(
@@ -79,6 +93,7 @@ class BandRatingMappingSerializer(serializers.Serializer):
 class TarsyReviewersAgreementGroupSerializer(serializers.Serializer):
     prompt_hash = serializers.CharField(help_text="Our criteria hash (of our newest completed score).")
     judge_model = serializers.CharField(help_text="Our judge model.")
+    judge_temperature, judge_seed = _judge_sampling_fields("our").values()
     n = serializers.IntegerField(help_text="Sessions with our score and a TARSy reviewers' rating.")
     ratings = TarsyRatingCountsSerializer(help_text="Those sessions per rating.")
     spearman_rho = serializers.FloatField(
@@ -127,6 +142,7 @@ class TarsyReviewersAgreementSerializer(serializers.Serializer):
 class TarsyJudgeAgreementGroupSerializer(serializers.Serializer):
     prompt_hash = serializers.CharField(help_text="Our criteria hash (of our newest completed score).")
     judge_model = serializers.CharField(help_text="Our judge model.")
+    judge_temperature, judge_seed = _judge_sampling_fields("our").values()
     tarsy_prompt_hash = serializers.CharField(help_text="TARSy's judge's prompt hash.")
     tarsy_judge_model = serializers.CharField(help_text="TARSy's judge model (empty: TARSy does not say).")
     n = serializers.IntegerField(help_text="Sessions scored by both judges.")
@@ -170,6 +186,8 @@ _EXAMPLE = {
         {
             "prompt_hash": "9b1f0c2d" + "0" * 56,
             "judge_model": "gemini/gemini-2.5-pro",
+            "judge_temperature": 0.0,
+            "judge_seed": 0,
             "n": 24,
             "reviewed_scores": 21,
             "mean_abs_diff": 8.42,
@@ -184,6 +202,8 @@ _EXAMPLE = {
             "session_id": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
             "prompt_hash": "9b1f0c2d" + "0" * 56,
             "judge_model": "gemini/gemini-2.5-pro",
+            "judge_temperature": 0.0,
+            "judge_seed": 0,
             "total_score": 82,
             "reviewer_score": 40,
             "difference": -42,
@@ -204,6 +224,8 @@ _EXAMPLE = {
             {
                 "prompt_hash": "9b1f0c2d" + "0" * 56,
                 "judge_model": "gemini/gemini-2.5-pro",
+                "judge_temperature": 0.0,
+                "judge_seed": 0,
                 "n": 12,
                 "ratings": {"accurate": 6, "partially_accurate": 3, "inaccurate": 3},
                 "spearman_rho": 0.774,
@@ -225,6 +247,8 @@ _EXAMPLE = {
             {
                 "prompt_hash": "9b1f0c2d" + "0" * 56,
                 "judge_model": "gemini/gemini-2.5-pro",
+                "judge_temperature": 0.0,
+                "judge_seed": 0,
                 "tarsy_prompt_hash": "4e07a1b3" + "0" * 56,
                 "tarsy_judge_model": "gemini-2.5-flash",
                 "n": 3,

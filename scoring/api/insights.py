@@ -35,6 +35,8 @@ FILTER_DESCRIPTIONS = {
     "alert_type": "Only sessions of this alert type.",
     "chain_id": "Only sessions of this agent chain.",
     "prompt_hash": "Only scores made under this criteria hash.",
+    "include_analysis_missing": "`true` to count the scores whose judge gave no evaluation with its score, even "
+    "when asked once more (`analysis_missing`): left out by default (docs/insights.md).",
 }
 FILTER_PARAMETERS = [
     OpenApiParameter(name, OpenApiTypes.STR, description=FILTER_DESCRIPTIONS[name]) for name in FILTER_PARAMS
@@ -89,8 +91,10 @@ class FleetStatsRowSerializer(serializers.Serializer):
     """One group of the fleet statistics (describes the answer; docs/insights.md explains each figure)."""
 
     key = serializers.CharField(
-        help_text="The group: an alert type, chain id, agent type, judge model or criteria hash; for `week` "
-        "the Monday of the ISO week, for `day` the date, of the sessions' start (ISO dates, UTC)."
+        help_text="The group: an alert type, chain id, agent type, judge or criteria hash; for `week` "
+        "the Monday of the ISO week, for `day` the date, of the sessions' start (ISO dates, UTC). A judge is "
+        "its model and the sampling settings its calls sent, if any: `gemini/gemini-2.5-pro (temperature 0, "
+        "seed 0)`; scores made at other settings are another judge's row."
     )
     sessions = serializers.IntegerField(
         help_text="Sessions of the group with a completed score, each counted once."

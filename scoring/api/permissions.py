@@ -23,3 +23,13 @@ class ReviewWriteAllowed(BasePermission):
 
     def has_permission(self, request, view) -> bool:
         return request.method in SAFE_METHODS or services.can_review(request.user)
+
+
+class StaffOnly(BasePermission):
+    """What the service's staff alone may read (``is_staff``), as a failed score's error as
+    recorded: the judge's transcripts hold the sessions' data and the judge's raw replies."""
+
+    message = "Only the service's staff may read this."
+
+    def has_permission(self, request, view) -> bool:
+        return bool(request.user and request.user.is_authenticated and request.user.is_staff)

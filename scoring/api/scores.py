@@ -61,8 +61,10 @@ class ScoreSerializer(serializers.ModelSerializer):
         help_text=(
             "What to check before trusting the score, one short description each; empty when nothing. "
             "Instruction-like text found in the session's data (a possible prompt injection), with where "
-            "it was found; and a line starting `score breakdown: ` when the judge's criteria breakdown "
-            "lacks a criterion or does not add up to its total."
+            "it was found; a line starting `score breakdown: ` when the judge's criteria breakdown "
+            "lacks a criterion or does not add up to its total; a line starting `input shortened: ` when the "
+            "investigation was cut to fit the judge's window; and a line starting `no evaluation: ` when the "
+            "judge gave its score without the evaluation the criteria ask for (`analysis_missing`)."
         ),
     )
     dimensions = DimensionsSerializer(read_only=True, allow_null=True, help_text=DIMENSIONS_HELP)
@@ -118,6 +120,9 @@ class ScoreSerializer(serializers.ModelSerializer):
             "completed_at_us",
             "current_prompt_used",
             "judge_model",
+            "judge_temperature",
+            "judge_seed",
+            "analysis_missing",
             "input_tokens",
             "output_tokens",
             "cached_input_tokens",
@@ -139,6 +144,26 @@ class ScoreSerializer(serializers.ModelSerializer):
             "judge_model": {
                 "help_text": "The judge model the worker that took the score used (litellm's name); kept "
                 "when the score fails, empty only for a score failed before any worker took it."
+            },
+            "judge_temperature": {
+                "help_text": "The temperature the judge calls sent (SCORING_LLM_TEMPERATURE); null when none was "
+                "sent (the model takes only its default, or the score was made before it was sent). With "
+                "`judge_model` and `judge_seed`, the judge's identity: the insights compare scores by it."
+            },
+            "judge_seed": {
+                "help_text": "The seed the judge calls sent (SCORING_LLM_SEED); null when none was sent (the "
+                "provider takes none, or the score was made before it was sent)."
+            },
+            "analysis_missing": {
+                "help_text": "The judge gave its score without the evaluation the criteria ask for, even when "
+                "asked once more: its second turn was not asked (`missing_tools_analysis` is null; true of "
+                "scores made before then too, whose second turn was answered), and the insights leave it out "
+                "unless asked to include it (docs/scoring.md, \"A score without an evaluation\")."
+            },
+            "missing_tools_analysis": {
+                "help_text": "The judge's second turn, as written: the tools the investigation should have used. "
+                "Null until the score completes, and for a score whose judge gave no evaluation "
+                "(`analysis_missing`): the second turn was not asked."
             },
             "cached_input_tokens": {
                 "help_text": "Of `input_tokens`, those the provider served from its prompt cache (turn 2 "
@@ -218,6 +243,9 @@ COMPLETED_SCORE_EXAMPLE = OpenApiExample(
         "completed_at_us": 1763900042000000,
         "current_prompt_used": True,
         "judge_model": "gemini/gemini-2.5-pro",
+        "judge_temperature": 0.0,
+        "judge_seed": 0,
+        "analysis_missing": False,
         "input_tokens": 18500,
         "output_tokens": 1240,
         "cached_input_tokens": 4800,

@@ -7,6 +7,7 @@ from scoring.api.reports import ReportDetailView, ReportListView
 from scoring.api.reviews import ScoreReviewsView
 from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
+from scoring.api.transcripts import ScoreTranscriptView
 
 # Stand-ins for the ids in the links, and what the root shows in their place.
 ID_PLACEHOLDERS = {"SESSION-ID": "{session_id}", "SCORE-ID": "{score_id}", "REPORT-ID": "{report_id}"}
@@ -34,6 +35,7 @@ class APIRoot(routers.APIRootView):
                 "session-score": link("session-score", session_id="SESSION-ID"),
                 "session-scores": link("session-scores", session_id="SESSION-ID"),
                 "score-reviews": link("score-reviews", score_id="SCORE-ID"),
+                "score-transcript": link("score-transcript", score_id="SCORE-ID"),
                 "stats": link("fleet-stats"),
                 "missing-tools": link("missing-tools"),
                 "agreement": link("agreement"),
@@ -59,6 +61,7 @@ urlpatterns = [
     path("scoring/stats/", FleetStatsView.as_view(), name="fleet-stats"),
     path("scoring/missing-tools/", MissingToolsView.as_view(), name="missing-tools"),
     path("scoring/scores/<str:score_id>/reviews", ScoreReviewsView.as_view(), name="score-reviews"),
+    path("scoring/scores/<str:score_id>/transcript", ScoreTranscriptView.as_view(), name="score-transcript"),
     path("scoring/agreement/", AgreementView.as_view(), name="agreement"),
     path("scoring/reports/", ReportListView.as_view(), name="insight-reports"),
     path("scoring/reports/<str:report_id>", ReportDetailView.as_view(), name="insight-report"),

@@ -6,7 +6,10 @@ pairs; a reviewer who reviewed a score again counts by their last review only (a
 revision replaces their earlier opinion, it does not outvote others). Every reviewed
 completed score under the filters counts, not only each session's newest: agreement is
 about the judge, and a review of a score the session has since replaced still says how
-that judge scored. The filters mean what they mean everywhere (``filters.py``).
+that judge scored. The filters mean what they mean everywhere (``filters.py``): a score
+whose judge gave no evaluation is left out unless they include it. A judge is its model
+and the sampling settings it was sent (``scoring.judge.sampling``): scores made at another
+temperature or seed are another judge's.
 
 Reviews are written by people, so there are few: the pairs are read once and the
 figures computed here in plain Python.
@@ -19,7 +22,7 @@ from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Left
 
 from scoring import selectors
-from scoring.insights.filters import InsightFilters, scorings
+from scoring.insights.filters import InsightFilters, scorings, with_evaluation
 from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview, ScoringStatus
 
 # How many pairs ``largest_differences`` lists.
@@ -28,22 +31,23 @@ _BAND_KEYS = [band.key for band in selectors.SCORE_BANDS]
 
 
 def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict:
-    """Judge-human agreement per criteria hash and judge model, and the ``limit`` pairs
+    """Judge-human agreement per criteria hash and judge, and the ``limit`` pairs
     where the judge and the reviewer differ most (for the next calibration).
 
-    ``groups``: one dict per (``prompt_hash``, ``judge_model``), most pairs first, with
+    ``groups``: one dict per (``prompt_hash``, ``judge_model``, ``judge_temperature``,
+    ``judge_seed``), most pairs first, with
     ``n`` (pairs), ``reviewed_scores``, ``mean_abs_diff``, ``spearman_rho``,
     ``weighted_kappa``, ``agree_share`` (None where a figure is undefined).
     ``largest_differences``: ``score_id``, ``session_id``, ``prompt_hash``, ``judge_model``,
-    ``total_score``, ``reviewer_score``, ``difference`` (reviewer − judge), ``verdict``,
+    ``judge_temperature``, ``judge_seed``, ``total_score``, ``reviewer_score``, ``difference`` (reviewer − judge), ``verdict``,
     ``reviewer``, ``note``.
     """
     pairs = _pairs(filters)
     by_group = defaultdict(list)
     for pair in pairs:
-        by_group[(pair["prompt_hash"], pair["judge_model"])].append(pair)
-    groups = [_group_figures(*key, members) for key, members in by_group.items()]
-    groups.sort(key=lambda group: (-group["n"], group["prompt_hash"], group["judge_model"]))
+        by_group[tuple(pair[name] for name in JUDGE_KEYS)].append(pair)
+    groups = [_group_figures(dict(zip(JUDGE_KEYS, key, strict=True)), members) for key, members in by_group.items()]
+    groups.sort(key=lambda group: (-group["n"], *(sortable(group[name]) for name in JUDGE_KEYS)))
     largest = sorted(
         pairs, key=lambda pair: (-abs(pair["difference"]), str(pair["score_id"]), pair["reviewer"])
     )[:limit]
@@ -65,8 +69,19 @@ def _with_notes(pairs: list[dict]) -> list[dict]:
     return shown
 
 
+# What a group of pairs is one of: a criteria hash and a judge (its model and sampling settings).
+JUDGE_KEYS = ("prompt_hash", "judge_model", "judge_temperature", "judge_seed")
+
+
+def sortable(value) -> tuple:
+    """A group key's value, ordered with None (no setting sent) first."""
+    return (value is not None, value if value is not None else 0)
+
+
 def _pairs(filters: InsightFilters) -> list[dict]:
-    completed = scorings(filters).filter(status=ScoringStatus.COMPLETED, total_score__isnull=False)
+    completed = with_evaluation(
+        scorings(filters).filter(status=ScoringStatus.COMPLETED, total_score__isnull=False), filters
+    )
     # The reviewer's last review of the score: none of theirs on it was recorded after it.
     later = ScoreReview.objects.filter(
         score=OuterRef("score"), reviewer=OuterRef("reviewer"), id__gt=OuterRef("id")
@@ -78,7 +93,8 @@ def _pairs(filters: InsightFilters) -> list[dict]:
         .values(
             "id", "score_id", "reviewer_score", "verdict",
             session_id=F("score__session_id"), prompt_hash=F("score__prompt_hash"),
-            judge_model=F("score__judge_model"), total_score=F("score__total_score"),
+            judge_model=F("score__judge_model"), judge_temperature=F("score__judge_temperature"),
+            judge_seed=F("score__judge_seed"), total_score=F("score__total_score"),
             reviewer_name=F("reviewer__username"),
         )
     )  # fmt: skip
@@ -90,12 +106,11 @@ def _pairs(filters: InsightFilters) -> list[dict]:
     return pairs
 
 
-def _group_figures(prompt_hash: str, judge_model: str, pairs: list[dict]) -> dict:
+def _group_figures(group: dict, pairs: list[dict]) -> dict:
     judge = [pair["total_score"] for pair in pairs]
     human = [pair["reviewer_score"] for pair in pairs]
     return {
-        "prompt_hash": prompt_hash,
-        "judge_model": judge_model,
+        **group,
         "n": len(pairs),
         "reviewed_scores": len({pair["score_id"] for pair in pairs}),
         "mean_abs_diff": round(statistics.fmean(abs(pair["difference"]) for pair in pairs), 2),

@@ -8,7 +8,8 @@ from django.db.models import QuerySet
 
 from scoring.models import AlertSession, SessionScore
 
-FILTER_PARAMS = ("since", "until", "alert_type", "chain_id", "prompt_hash")
+FILTER_PARAMS = ("since", "until", "alert_type", "chain_id", "prompt_hash", "include_analysis_missing")
+_TRUE, _FALSE = {"true", "1", "yes", "on"}, {"false", "0", "no", "off"}
 
 
 class InvalidFilter(ValueError):
@@ -19,21 +20,25 @@ class InvalidFilter(ValueError):
 class InsightFilters:
     """Which sessions an insight covers: those started in [since, until) (microseconds
     since the epoch, as TARSy stores times), of one alert type or chain, scored under
-    one criteria hash. None: no restriction."""
+    one criteria hash. None: no restriction. Scores whose judge gave no evaluation
+    (``SessionScore.analysis_missing``) are left out unless ``include_analysis_missing``."""
 
     since_us: int | None = None
     until_us: int | None = None
     alert_type: str | None = None
     chain_id: str | None = None
     prompt_hash: str | None = None
+    include_analysis_missing: bool = False
 
     def as_params(self) -> dict:
         """The filters as query parameters (ISO 8601 times, UTC), without the unset ones:
         what a report stores of its inputs and what links carry."""
         params = {}
         for name, value in asdict(self).items():
-            if value is None:
+            if value is None or value is False:
                 continue
+            if value is True:
+                value = "true"
             if name.endswith("_us"):
                 name, value = name.removesuffix("_us"), _iso(value)
             params[name] = value
@@ -43,7 +48,8 @@ class InsightFilters:
 def parse_filters(params) -> InsightFilters:
     """Filters from query parameters (a QueryDict or a dict). ``since`` and ``until`` are
     ISO 8601 dates or date-times (UTC when no offset is given); an empty value is no filter."""
-    values = {name: (params.get(name) or "").strip() or None for name in FILTER_PARAMS}
+    # str(): a JSON body (a report request) may give include_analysis_missing as a boolean.
+    values = {name: str(params.get(name) or "").strip() or None for name in FILTER_PARAMS}
     since_us = _parse_time("since", values["since"])
     until_us = _parse_time("until", values["until"])
     if since_us is not None and until_us is not None and until_us <= since_us:
@@ -54,7 +60,16 @@ def parse_filters(params) -> InsightFilters:
         alert_type=values["alert_type"],
         chain_id=values["chain_id"],
         prompt_hash=values["prompt_hash"],
+        include_analysis_missing=_parse_bool("include_analysis_missing", values["include_analysis_missing"]),
     )
+
+
+def _parse_bool(name: str, value: str | None) -> bool:
+    if value is None or value.lower() in _FALSE:
+        return False
+    if value.lower() in _TRUE:
+        return True
+    raise InvalidFilter(f"{name}: not true or false: {value!r}")
 
 
 def latest_completed_scores(filters: InsightFilters) -> QuerySet[SessionScore]:
@@ -64,17 +79,23 @@ def latest_completed_scores(filters: InsightFilters) -> QuerySet[SessionScore]:
     # right (a join on two correlated columns is estimated at one row, and the plans built
     # on that sort 100,000 rows on disk).
     newest = AlertSession.objects.filter(latest_completed_score_id__isnull=False)
-    return scorings(filters).filter(score_id__in=newest.values("latest_completed_score_id"))
+    return with_evaluation(scorings(filters).filter(score_id__in=newest.values("latest_completed_score_id")), filters)
+
+
+def with_evaluation(scores: QuerySet[SessionScore], filters: InsightFilters) -> QuerySet[SessionScore]:
+    """``scores`` without those whose judge gave no evaluation, unless the filters include them."""
+    return scores if filters.include_analysis_missing else scores.filter(analysis_missing=False)
 
 
 def scored_sessions(filters: InsightFilters) -> QuerySet[AlertSession]:
     """The selected sessions that have a completed score, with that score's figures in
     their ``latest_completed_*`` copy: the same selection as ``latest_completed_scores``,
     read from the sessions' table alone."""
-    return AlertSession.objects.filter(
+    sessions = AlertSession.objects.filter(
         latest_completed_score_id__isnull=False,
         **_session_lookups(filters, session="", prompt_hash="latest_completed_prompt_hash"),
     )
+    return sessions if filters.include_analysis_missing else sessions.exclude(latest_completed_analysis_missing=True)
 
 
 def sessions_with_scorings(filters: InsightFilters) -> QuerySet[AlertSession]:

@@ -18,8 +18,10 @@ from django.db import connection
 from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Sum, Value
 
 from scoring import selectors
+from scoring.insights.agreement import sortable
 from scoring.insights.filters import InsightFilters, scored_sessions, scorings, sessions_with_scorings
 from scoring.judge.replies import DIMENSIONS
+from scoring.judge.sampling import judge_label
 from scoring.models import ScoringStatus, SessionScore
 
 COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
@@ -50,17 +52,27 @@ def _week_key(week: int) -> str:
     return _day_key(7 * week - 3)
 
 
-# group_by: (the group's value on a session, through its copy of its newest completed
-# score; the value on a scoring; how a value is shown as the row's key).
+# group_by: (the group's values on a session, through its copy of its newest completed
+# score; the values on a scoring; how the values are shown as the row's key). A judge is its
+# model and the sampling settings it was sent (scoring.judge.sampling).
 GROUPINGS = {
-    "alert_type": (F("alert_type"), F("session__alert_type"), str),
-    "chain_id": (F("chain_id"), F("session__chain_id"), str),
-    "agent_type": (F("agent_type"), F("session__agent_type"), str),
-    "judge_model": (F("latest_completed_judge_model"), F("judge_model"), str),
-    "prompt_hash": (F("latest_completed_prompt_hash"), F("prompt_hash"), str),
-    "week": (_start_week(""), _start_week("session__"), _week_key),
-    "day": (_start_day(""), _start_day("session__"), _day_key),
+    "alert_type": ((F("alert_type"),), (F("session__alert_type"),), str),
+    "chain_id": ((F("chain_id"),), (F("session__chain_id"),), str),
+    "agent_type": ((F("agent_type"),), (F("session__agent_type"),), str),
+    "judge_model": (
+        (F("latest_completed_judge_model"), F("latest_completed_judge_temperature"), F("latest_completed_judge_seed")),
+        (F("judge_model"), F("judge_temperature"), F("judge_seed")),
+        judge_label,
+    ),
+    "prompt_hash": ((F("latest_completed_prompt_hash"),), (F("prompt_hash"),), str),
+    "week": ((_start_week(""),), (_start_week("session__"),), _week_key),
+    "day": ((_start_day(""),), (_start_day("session__"),), _day_key),
 }
+
+
+def _group_columns(values: tuple) -> dict:
+    """A grouping's values as named columns of a query: group_0, group_1, ..."""
+    return {f"group_{index}": value for index, value in enumerate(values)}
 # Groupings by a figure of each scoring: their per-attempt totals are summed over the
 # scorings themselves, not over the sessions' sums.
 PER_SCORING = {"judge_model", "prompt_hash"}
@@ -77,20 +89,21 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
     score figures, ``bands``, ``dimension_means``); ``failed_scorings``, the tokens and
     the cost count every scoring of the group's sessions (failed ones and the ones a
     re-score replaced too): what the judge was asked and what it cost. A group with
-    failed scorings but no completed score has a row with ``sessions`` 0.
+    failed scorings but no completed score has a row with ``sessions`` 0, and so has one whose
+    completed scores all lack an evaluation (left out unless the filters include them).
     """
     if group_by not in GROUPINGS:
         raise InvalidGrouping(f"group_by: must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
-    session_value, _, key_of = GROUPINGS[group_by]
+    session_values, _, key_of = GROUPINGS[group_by]
     # The dimension sums are per group: in the attempts' query when it reads the sessions,
     # so that the histogram's cells (some 20,000 for a group by day) are counts alone.
     sums_from_sessions = _attempts_from_sessions(filters, group_by)
     rows: dict = {}
-    histograms = _score_histograms(filters, session_value, with_dimensions=not sums_from_sessions)
+    histograms = _score_histograms(filters, session_values, with_dimensions=not sums_from_sessions)
     for group, histogram, dimension_totals in histograms:
         rows[group] = _score_figures(histogram, dimension_totals)
     for attempts in _attempt_totals(filters, group_by, sums_from_sessions):
-        group = attempts.pop("group")
+        group = tuple(attempts.pop(column) for column in _group_columns(session_values))
         if group not in rows:
             rows[group] = _score_figures({}, {})
         if sums_from_sessions:
@@ -99,7 +112,8 @@ def fleet_stats(filters: InsightFilters, group_by: str) -> list[dict]:
             }
             rows[group]["dimension_means"] = _dimension_means(dimension_totals)
         rows[group].update(attempts)
-    return [{"key": key_of(group), **rows[group]} for group in sorted(rows)]
+    ordered = sorted(rows, key=lambda group: tuple(map(sortable, group)))
+    return [{"key": key_of(*group), **rows[group]} for group in ordered]
 
 
 def _attempts_from_sessions(filters: InsightFilters, group_by: str) -> bool:
@@ -119,15 +133,16 @@ def _dimension_sums() -> dict:
     return sums
 
 
-def _score_histograms(filters: InsightFilters, value, with_dimensions: bool):
-    """(group, {total: sessions}, {dimension: (sum, count)}) for each group with a completed
-    score; the dimension sums only ``with_dimensions`` (else empty)."""
+def _score_histograms(filters: InsightFilters, values: tuple, with_dimensions: bool):
+    """(group, {total: sessions}, {dimension: (sum, count)}) for each group (a tuple of its
+    ``values``) with a completed score; the dimension sums only ``with_dimensions`` (else empty)."""
     dimension_sums = _dimension_sums() if with_dimensions else {}
+    columns = _group_columns(values)
     cells = (
         scored_sessions(filters)
-        .values("latest_completed_total_score", group=value)
+        .values("latest_completed_total_score", **columns)
         .annotate(sessions=Count("pk"), **dimension_sums)
-        .values_list("group", "latest_completed_total_score", "sessions", *dimension_sums)
+        .values_list(*columns, "latest_completed_total_score", "sessions", *dimension_sums)
         .order_by()
     )
     # Read with a bare cursor: a group by day has some 20,000 cells, and Django's
@@ -136,12 +151,13 @@ def _score_histograms(filters: InsightFilters, value, with_dimensions: bool):
         cursor.execute(*cells.query.sql_with_params())
         rows = cursor.fetchall()
     cells_of = defaultdict(list)
+    width = len(columns)
     for row in rows:
-        cells_of[row[0]].append(row)
+        cells_of[row[:width]].append(row[width:])
     histograms = []
     for group, group_cells in cells_of.items():
         # Column by column (built-in sums), not cell by cell: a day's cells are thousands.
-        _, totals, sessions, *points = zip(*group_cells, strict=True)
+        totals, sessions, *points = zip(*group_cells, strict=True)
         dimension_totals = {
             name: (sum(filter(None, points[2 * index])), sum(points[2 * index + 1]))
             for index, name in enumerate(DIMENSIONS)
@@ -157,9 +173,9 @@ def _attempt_totals(filters: InsightFilters, group_by: str, from_sessions: bool)
     from the sessions' sums over their scorings (``scorings_*``), with the dimension sums
     (``_dimension_sums``: the sessions without a completed score have none); else from
     the scorings."""
-    session_value, scoring_value, _ = GROUPINGS[group_by]
+    session_values, scoring_values, _ = GROUPINGS[group_by]
     if not from_sessions:
-        rows, value, sums = scorings(filters), scoring_value, {
+        rows, values, sums = scorings(filters), scoring_values, {
             "failed_scorings": Count("pk", filter=Q(status=ScoringStatus.FAILED)),
             "input_tokens": Sum("input_tokens"),
             "output_tokens": Sum("output_tokens"),
@@ -167,7 +183,7 @@ def _attempt_totals(filters: InsightFilters, group_by: str, from_sessions: bool)
             "cached_input_tokens": Sum("cached_input_tokens"),
         }
     else:
-        rows, value, sums = sessions_with_scorings(filters), session_value, {
+        rows, values, sums = sessions_with_scorings(filters), session_values, {
             "failed_scorings": Sum("scorings_failed"),
             "input_tokens": Sum("scorings_input_tokens"),
             "output_tokens": Sum("scorings_output_tokens"),
@@ -175,7 +191,8 @@ def _attempt_totals(filters: InsightFilters, group_by: str, from_sessions: bool)
             "cached_input_tokens": Sum("scorings_cached_input_tokens"),
             **_dimension_sums(),
         }
-    totals = list(rows.values(group=value).annotate(**sums).order_by())
+    # The columns are named as the sessions' are, so that ``fleet_stats`` reads both alike.
+    totals = list(rows.values(**_group_columns(values)).annotate(**sums).order_by())
     for row in totals:
         if row["cost_usd"] is not None:
             row["cost_usd"] = Decimal(row["cost_usd"]).quantize(COST_QUANTUM)

@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from django.db.models import Count, F
 
 from scoring import selectors
-from scoring.insights.agreement import average_ranks, spearman_rho
+from scoring.insights.agreement import average_ranks, sortable, spearman_rho
 from scoring.insights.filters import InsightFilters, scored_sessions
 from scoring.models import QualityRating
 
@@ -33,13 +33,23 @@ BAND_RATINGS = {
     "weak": QualityRating.PARTIALLY_ACCURATE,
     "good": QualityRating.ACCURATE,
 }
-# A TARSy judge group: our criteria hash and judge model, then TARSy's.
-JUDGE_GROUP_KEYS = ("prompt_hash", "judge_model", "tarsy_prompt_hash", "tarsy_judge_model")
+# Our judge: the criteria hash, and the judge model with the sampling settings it was sent.
+OUR_JUDGE_KEYS = ("prompt_hash", "judge_model", "judge_temperature", "judge_seed")
+# A TARSy judge group: our criteria hash and judge, then TARSy's criteria hash and judge model.
+JUDGE_GROUP_KEYS = (*OUR_JUDGE_KEYS, "tarsy_prompt_hash", "tarsy_judge_model")
 _OURS = {
     "prompt_hash": F("latest_completed_prompt_hash"),
     "judge_model": F("latest_completed_judge_model"),
+    "judge_temperature": F("latest_completed_judge_temperature"),
+    "judge_seed": F("latest_completed_judge_seed"),
     "total": F("latest_completed_total_score"),
 }
+_TEXT_KEYS = {"prompt_hash", "judge_model", "tarsy_prompt_hash", "tarsy_judge_model"}
+
+
+def _key_value(row: dict, name: str):
+    """A group key's value in a row: "" for a text that is null, a number as it is (None: not sent)."""
+    return (row[name] or "") if name in _TEXT_KEYS else row[name]
 
 
 def tarsy_agreement(filters: InsightFilters) -> dict:
@@ -51,8 +61,8 @@ def tarsy_agreement(filters: InsightFilters) -> dict:
 def reviewers_agreement(filters: InsightFilters) -> dict:
     """Our newest completed score against TARSy's reviewers' rating of the same session.
 
-    ``groups``: one per our (``prompt_hash``, ``judge_model``), most sessions first, with
-    ``n``, ``ratings`` (sessions per rating), ``spearman_rho`` (our total against the rating
+    ``groups``: one per our (``prompt_hash``, ``judge_model``, ``judge_temperature``,
+    ``judge_seed``), most sessions first, with ``n``, ``ratings`` (sessions per rating), ``spearman_rho`` (our total against the rating
     as 0 < 1 < 2), ``auc`` (over ``auc_n`` accurate and inaccurate sessions), ``confusion``
     (our band × their rating), ``mapping_agree_share`` and ``too_few``.
     ``unknown_ratings``: sessions left out for a rating this service does not know, by value.
@@ -70,21 +80,24 @@ def reviewers_agreement(filters: InsightFilters) -> dict:
         if row["rating"] not in RATING_RANKS:
             unknown[row["rating"]] += row["sessions"]
             continue
-        key = (row["prompt_hash"], row["judge_model"] or "")
+        key = tuple(_key_value(row, name) for name in OUR_JUDGE_KEYS)
         by_group[key] += [(row["total"], row["rating"])] * row["sessions"]
-    groups = [_reviewers_group(*key, pairs) for key, pairs in by_group.items()]
+    groups = [
+        _reviewers_group(dict(zip(OUR_JUDGE_KEYS, key, strict=True)), pairs) for key, pairs in by_group.items()
+    ]
     return {
         "minimum_n": MINIMUM_N,
         "mapping": [{"band": band, "rating": rating.value} for band, rating in BAND_RATINGS.items()],
         "unknown_ratings": dict(sorted(unknown.items())),
-        "groups": _ordered(groups, ("prompt_hash", "judge_model")),
+        "groups": _ordered(groups, OUR_JUDGE_KEYS),
     }
 
 
 def judge_agreement(filters: InsightFilters) -> dict:
     """Our newest completed score against TARSy's judge's score of the same session.
 
-    ``groups``: one per our (``prompt_hash``, ``judge_model``) and TARSy's
+    ``groups``: one per our (``prompt_hash``, ``judge_model``, ``judge_temperature``,
+    ``judge_seed``) and TARSy's
     (``tarsy_prompt_hash``, ``tarsy_judge_model``), most sessions first, with ``n``,
     ``spearman_rho``, ``mean_abs_diff``, ``mean_difference`` (ours − TARSy's) and ``too_few``.
     """
@@ -102,7 +115,7 @@ def judge_agreement(filters: InsightFilters) -> dict:
     )
     by_group = defaultdict(list)
     for row in rows:
-        key = tuple(row[name] or "" for name in JUDGE_GROUP_KEYS)
+        key = tuple(_key_value(row, name) for name in JUDGE_GROUP_KEYS)
         by_group[key] += [(row["total"], row["tarsy_total"])] * row["sessions"]
     groups = [
         _judge_group(dict(zip(JUDGE_GROUP_KEYS, key, strict=True)), pairs) for key, pairs in by_group.items()
@@ -121,7 +134,7 @@ def auc(positives: list[float], negatives: list[float]) -> float | None:
     return u / (len(positives) * len(negatives))
 
 
-def _reviewers_group(prompt_hash: str, judge_model: str, pairs: list[tuple[int, str]]) -> dict:
+def _reviewers_group(key: dict, pairs: list[tuple[int, str]]) -> dict:
     totals = [total for total, _ in pairs]
     ratings = [rating for _, rating in pairs]
     bands = [selectors.band_of(total).key for total in totals]
@@ -130,8 +143,7 @@ def _reviewers_group(prompt_hash: str, judge_model: str, pairs: list[tuple[int, 
     cells = Counter(zip(bands, ratings, strict=True))
     figures = _Figures(len(pairs))
     return {
-        "prompt_hash": prompt_hash,
-        "judge_model": judge_model,
+        **key,
         "n": len(pairs),
         "ratings": {rating: ratings.count(rating) for rating in RATINGS},
         "spearman_rho": figures.rounded(
@@ -188,4 +200,4 @@ class _Figures:
 
 def _ordered(groups: list[dict], keys: tuple[str, ...]) -> list[dict]:
     """Most sessions first, then by the group's key."""
-    return sorted(groups, key=lambda group: (-group["n"], *(group[key] for key in keys)))
+    return sorted(groups, key=lambda group: (-group["n"], *(sortable(group[key]) for key in keys)))

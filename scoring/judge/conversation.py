@@ -2,28 +2,36 @@
 
 Turn 1 sends the score prompt and takes the total score from the last line of
 the reply; turn 2 sends the missing-tools follow-up in the same conversation,
-so the judge sees its own turn-1 analysis. The turn-1 prompt is first fitted to the judge
+so the judge sees its own turn-1 analysis. A turn-1 reply that gives a score without the
+evaluation the criteria ask for (``replies.has_evaluation``) is asked once, in the same
+conversation, for that evaluation; if it still has none, turn 2 is not sent (there is no
+analysis to base it on) and the score is marked (``JudgeResult.analysis_missing``). The turn-1 prompt is first fitted to the judge
 model's context window (``fitting``), with room for both replies. Turn 2 resends turn 1's
 messages as they were, so that the provider can serve them from its prompt cache; where
 the model caches only what the request marks (Claude), turn 1's prompt ends in a cache
 breakpoint (docs/llm.md, "Prompt caching").
 
 With SCORING_JUDGE_SAMPLES=k above 1, turn 1 is sampled k times at once: the
-score is the samples' median and turn 2 continues the median sample's
-conversation (docs/scoring.md, "Samples").
+score is the samples' median (of those with an evaluation, if any has one) and turn 2
+continues the median sample's conversation (docs/scoring.md, "Samples").
+
+Every call's messages as sent and every reply are kept in a ``Transcript``, with the
+sampling settings, for the score's record (docs/scoring.md, "Transcripts").
 """
 
+import copy
 import logging
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
 
-from scoring.judge import errors, fitting, injection, llm
+from scoring.judge import errors, fitting, injection, llm, replies, sampling
 from scoring.judge.prompts import (
+    EVALUATION_FOLLOWUP_PROMPT,
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
     OUTPUT_SCHEMA_SCORE,
@@ -47,7 +55,7 @@ logger = logging.getLogger(__name__)
 class JudgeResult:
     total_score: int
     score_analysis: str
-    missing_tools_analysis: str
+    missing_tools_analysis: str | None  # None: turn 2 was not asked (no evaluation to base it on)
     judge_model: str
     input_tokens: int = 0
     output_tokens: int = 0
@@ -62,6 +70,9 @@ class JudgeResult:
     # results), and the warning naming what was cut.
     input_coverage: float = 1.0
     input_warning: str | None = None
+    # The judge gave no evaluation with its score, even when asked once more.
+    analysis_missing: bool = False
+    judge_sampling: sampling.Sampling = field(default_factory=lambda: sampling.Sampling(None, None))
 
 
 @dataclass
@@ -71,6 +82,61 @@ class _Sample:
     score: int
     analysis: str
     messages: list[dict]
+    evaluated: bool  # the analysis holds an evaluation (``replies.has_evaluation``)
+    recorded: "RecordedConversation"  # where turn 2 is recorded, after this turn 1
+
+
+class RecordedConversation:
+    """One conversation of a ``Transcript``: the messages its last call sent, then the reply."""
+
+    def __init__(self):
+        self.messages: list[dict] = []
+        self.error: str | None = None
+
+    def ask(self, ask: Callable[[list[dict]], str], messages: list[dict]) -> str:
+        """``ask(messages)``, recorded."""
+        self.messages = copy.deepcopy(messages)  # the caller's list grows with the next calls
+        try:
+            reply = ask(messages)
+        except errors.JudgeLLMError as error:
+            self.error = str(error)
+            raise
+        self.messages.append({"role": "assistant", "content": reply})
+        return reply
+
+    def as_json(self) -> dict:
+        return {"messages": copy.deepcopy(self.messages), "error": self.error}
+
+
+class Transcript:
+    """What the judge was sent and what it wrote in one scoring: each conversation (a turn-1
+    sample and what followed it; both tries when a context-length error made the scoring fit
+    its prompt smaller) as its last call sent it, then the reply; a call that failed leaves its
+    conversation ending in the message it was not answered, with the error. Kept with the
+    score (``ScoreTranscript``) whether it completes or fails."""
+
+    def __init__(self):
+        self._lock = threading.Lock()  # samples start their conversations from threads of their own
+        self.conversations: list[RecordedConversation] = []
+        self.model = ""
+        self.sampling = sampling.Sampling(None, None)
+
+    def new_conversation(self) -> RecordedConversation:
+        conversation = RecordedConversation()
+        with self._lock:
+            self.conversations.append(conversation)
+        return conversation
+
+    def as_json(self) -> dict:
+        """The transcript as stored (``ScoreTranscript.transcript``, docs/scoring.md, "Transcripts")."""
+        with self._lock:
+            conversations = list(self.conversations)
+        return {
+            "model": self.model,
+            "temperature": self.sampling.temperature,
+            "seed": self.sampling.seed,
+            "conversations": [conversation.as_json() for conversation in conversations],
+        }
 
 
 def build_score_prompt(
@@ -131,8 +197,14 @@ class _Usage:
         return reply.content
 
 
-def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | None = None) -> JudgeResult:
-    """Hold the two-turn judge conversation about ``session``.
+def run_judge(
+    session,
+    *,
+    on_phase: Callable[[str], None],
+    deadline: float | None = None,
+    transcript: Transcript | None = None,
+) -> JudgeResult:
+    """Hold the two-turn judge conversation about ``session``, recording it in ``transcript``.
 
     ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
     (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
@@ -148,36 +220,53 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
         return build_score_prompt(session, boundary_token=token, investigation=investigation)
 
     usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
+    transcript = transcript if transcript is not None else Transcript()
+    transcript.model = settings.SCORING_LLM_MODEL
+    transcript.sampling = sampling.judge_sampling()
     window = fitting.context_window()
     fitted = fitting.fit_prompt(parts, build, window)
     try:
-        return _converse(fitted, usage, on_phase, deadline)
+        return _converse(fitted, usage, on_phase, deadline, transcript)
     except errors.ContextWindowExceeded as error:
         smaller = fitting.learn_window(str(error), window)
         logger.warning(
             "judge context window exceeded at %s tokens; once more, fitted to %s: %s", window, smaller, error
         )
-        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline)
+        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline, transcript)
 
 
 def _converse(
-    fitted: fitting.FittedPrompt, usage: _Usage, on_phase: Callable[[str], None], deadline: float | None
+    fitted: fitting.FittedPrompt,
+    usage: _Usage,
+    on_phase: Callable[[str], None],
+    deadline: float | None,
+    transcript: Transcript,
 ) -> JudgeResult:
     prompt = fitted.prompt
     prompt_message = _prompt_message(prompt)
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
         chosen = _score_sample(
-            prompt_message, lambda messages: usage.add(llm.complete(messages, deadline=deadline))
+            prompt_message,
+            lambda messages: usage.add(llm.complete(messages, deadline=deadline)),
+            transcript.new_conversation(),
         )
         stability = {}
     else:
-        chosen, stability = _median_sample(prompt_message, settings.SCORING_JUDGE_SAMPLES, usage, deadline)
+        chosen, stability = _median_sample(
+            prompt_message, settings.SCORING_JUDGE_SAMPLES, usage, deadline, transcript
+        )
 
-    on_phase(events.PHASE_MISSING_TOOLS)
-    messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
-    # Patient: sent back to the queue now, the scoring would ask turn 1 again.
-    missing_tools_analysis = usage.add(llm.complete(messages, deadline=deadline, patient=True))
+    missing_tools_analysis = None
+    if chosen.evaluated:
+        on_phase(events.PHASE_MISSING_TOOLS)
+        messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
+        # Patient: sent back to the queue now, the scoring would ask turn 1 again.
+        missing_tools_analysis = chosen.recorded.ask(
+            lambda messages: usage.add(llm.complete(messages, deadline=deadline, patient=True)), messages
+        )
+    else:
+        logger.warning("the judge gave its score without an evaluation, even when asked again: turn 2 not sent")
 
     return JudgeResult(
         total_score=chosen.score,
@@ -190,6 +279,8 @@ def _converse(
         cached_input_tokens=usage.cached_input_tokens,
         input_coverage=fitted.coverage,
         input_warning=fitted.warning,
+        analysis_missing=not chosen.evaluated,
+        judge_sampling=transcript.sampling,
         **stability,
     )
 
@@ -204,9 +295,16 @@ def _prompt_message(prompt: str) -> dict:
     return {"role": "user", "content": [block]}
 
 
-def _score_sample(prompt_message: dict, ask: Callable[[list[dict]], str]) -> _Sample:
-    """Turn 1: the score prompt, and the score from the reply's last line (the judge is
-    asked once, in the same conversation, to restate a missing one)."""
+def _score_sample(
+    prompt_message: dict, ask_judge: Callable[[list[dict]], str], recorded: RecordedConversation
+) -> _Sample:
+    """Turn 1, recorded in ``recorded``: the score prompt, and the score from the reply's last
+    line (the judge is asked once, in the same conversation, to restate a missing one); a reply
+    whose analysis holds no evaluation is asked once for it (``_ask_for_evaluation``)."""
+
+    def ask(messages: list[dict]) -> str:
+        return recorded.ask(ask_judge, messages)
+
     messages = [prompt_message]
     turn1 = ask(messages)
     messages.append({"role": "assistant", "content": turn1})
@@ -221,14 +319,34 @@ def _score_sample(prompt_message: dict, ask: Callable[[list[dict]], str]) -> _Sa
                 "judge reply has no 0-100 score on its last line, even when asked to restate it; "
                 f"reply ends with: {turn1[-RAW_REPLY_TAIL_CHARS:]!r}; restated: {restated[-100:]!r}"
             )
-    return _Sample(total_score, score_analysis, messages)
+    if replies.has_evaluation(score_analysis):
+        return _Sample(total_score, score_analysis, messages, True, recorded)
+    return _ask_for_evaluation(total_score, score_analysis, messages, ask, recorded)
+
+
+def _ask_for_evaluation(
+    total_score: int, analysis: str, messages: list[dict], ask: Callable[[list[dict]], str], recorded
+) -> _Sample:
+    """Turn 1 gave ``total_score`` without an evaluation: ask for it once, in the same
+    conversation. The follow-up's analysis is kept when it holds an evaluation, or turn 1
+    gave none at all, with its score when it ends with one (else turn 1's stands)."""
+    messages.append({"role": "user", "content": EVALUATION_FOLLOWUP_PROMPT})
+    followup = ask(messages)
+    messages.append({"role": "assistant", "content": followup})
+    followup_score, followup_analysis = extract_score(followup)
+    if replies.has_evaluation(followup_analysis) or not analysis.strip():
+        total_score = total_score if followup_score is None else followup_score
+        analysis = followup_analysis
+    return _Sample(total_score, analysis, messages, replies.has_evaluation(analysis), recorded)
 
 
 def _median_sample(
-    prompt_message: dict, k: int, usage: _Usage, deadline: float | None
+    prompt_message: dict, k: int, usage: _Usage, deadline: float | None, transcript: Transcript
 ) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
-    ``JudgeResult`` fields that say how far the samples agree.
+    ``JudgeResult`` fields that say how far the samples agree. The median is of the samples
+    with an evaluation when any has one (a score given without one is the judge skipping
+    the criteria, not its judgement); the spread is of every sample.
 
     A sample held back by the provider's quota sends the whole scoring back to wait
     (``errors.RateLimited``). A sample that fails (the provider, after its retries, or no score even when restated)
@@ -238,7 +356,9 @@ def _median_sample(
     """
 
     def sample(ask: llm.Ask) -> _Sample:
-        return _score_sample(prompt_message, lambda messages: usage.add(ask(messages)))
+        return _score_sample(
+            prompt_message, lambda messages: usage.add(ask(messages)), transcript.new_conversation()
+        )
 
     outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
     # A quota is capacity, not a sample's failure: the scoring waits for it with all k samples.
@@ -259,11 +379,12 @@ def _median_sample(
         ) else errors.JudgeLLMError
         raise failed_as(f"all {k} judge samples failed: " + "; ".join(reasons)) from outcomes[0]
     scores = sorted(sample.score for sample in samples)
-    median = scores[(len(scores) - 1) // 2]
     spread = scores[-1] - scores[0] if len(scores) > 1 else None
+    candidates = [sample for sample in samples if sample.evaluated] or samples
+    median = sorted(sample.score for sample in candidates)[(len(candidates) - 1) // 2]
     stability = {
         "score_samples": [outcome.score if isinstance(outcome, _Sample) else None for outcome in outcomes],
         "score_spread": spread,
         "unstable": spread is not None and spread > settings.SCORING_UNSTABLE_SPREAD,
     }
-    return next(sample for sample in samples if sample.score == median), stability
+    return next(sample for sample in candidates if sample.score == median), stability

@@ -25,7 +25,7 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 
-from scoring.judge import circuit, pacing, tokens
+from scoring.judge import circuit, pacing, sampling, tokens
 from scoring.judge.errors import (
     ContextWindowExceeded,
     DeadlineReached,
@@ -461,6 +461,7 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
             timeout=timeout,
             max_retries=0,  # the provider SDK's retries
             num_retries=0,  # litellm's retries
+            **sampling.judge_sampling().request_params(),
         )
     except openai.OpenAIError as exc:  # every litellm exception derives from it
         _learn_announced_limits(model, getattr(exc, "litellm_response_headers", None))  # a 429's too

@@ -285,6 +285,17 @@ RESTATE_SCORE_PROMPT = (
     "score you gave, as an integer from 0 to 100, on a single line, with no other text."
 )
 
+# Sent once, in the same conversation, when the turn-1 reply gives a score without the
+# evaluation the score prompt asks for (``replies.has_evaluation``). Not part of the criteria
+# either: it asks again for what the score prompt asks, in its words.
+EVALUATION_FOLLOWUP_PROMPT = (
+    "Your previous response gave a score without the critical evaluation the instructions require. "
+    "Write that evaluation now, as the instructions say: for each of the four categories (Logical Flow, "
+    "Consistency, Tool Relevance, Synthesis Quality), what the investigation did and failed to do and "
+    "the points you deduct, then the score breakdown (Logical Flow: X/25, Consistency: Y/25, "
+    "Tool Relevance: Z/25, Synthesis Quality: W/25). " + OUTPUT_SCHEMA_SCORE + "."
+)
+
 _PLACEHOLDER = re.compile(r"\{\{(SESSION_CONVERSATION|ALERT_DATA|OUTPUT_SCHEMA)\}\}")
 
 

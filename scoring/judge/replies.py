@@ -161,6 +161,46 @@ def breakdown_warning(dimensions: dict | None, total_score: int | None) -> str |
     return None
 
 
+# --- Whether turn 1 holds an evaluation --------------------------------------------------
+
+# The fewest words of evaluation a turn-1 analysis must hold. The score prompt asks for at
+# least 200 words that explain each category's deductions; a few sentences are not that, and
+# judges that skip the evaluation write none (small models answer with the score line alone,
+# or the breakdown and the total).
+MIN_EVALUATION_WORDS = 40
+# The warning of a score whose judge gave no evaluation, even when asked once more.
+ANALYSIS_MISSING_WARNING = (
+    "no evaluation: the judge gave its score without the critical evaluation the criteria ask for, "
+    "even when asked once more; the score is left out of the fleet statistics and agreement"
+)
+_TOTAL_LINE = re.compile(r"^\W*(?:(?:total|overall|final)\s+)?score\b", re.I)
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
+
+
+def evaluation_words(analysis: str | None) -> int:
+    """The words of evaluation in a turn-1 analysis (the reply without its score line): its
+    text but for the lines that give a criterion its points (the breakdown), a line that
+    states a score ("Total Score: 54"), and headings."""
+    words = 0
+    for raw in (analysis or "").splitlines():
+        line = _plain(raw)
+        labelled = _label_at_start(line)
+        if labelled is not None and _points(labelled[1]) is not None:
+            continue
+        if _TOTAL_LINE.match(line) or _HEADING.match(raw):
+            continue
+        words += len(_WORD.findall(line))
+    return words
+
+
+def has_evaluation(analysis: str | None) -> bool:
+    """Whether a turn-1 analysis holds the evaluation the score prompt asks for: at least
+    MIN_EVALUATION_WORDS words beside the breakdown, any score line and headings
+    (``evaluation_words``). One rule, for the judge's follow-up and for the scores stored
+    before it (docs/scoring.md, "A score without an evaluation")."""
+    return evaluation_words(analysis) >= MIN_EVALUATION_WORDS
+
+
 # --- The missing tools (turn 2) -----------------------------------------------------------
 
 

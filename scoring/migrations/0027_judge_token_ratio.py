@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scoring', '0025_report_inputs'),
+        ('scoring', '0026_judge_replies_and_transcripts'),
     ]
 
     operations = [

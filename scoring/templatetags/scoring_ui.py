@@ -15,6 +15,8 @@ from django.utils.text import Truncator
 
 from scoring import failures
 from scoring.judge import fitting
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.judge.sampling import judge_label
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
@@ -195,3 +197,47 @@ def samples_note(score) -> str:
     samples = ", ".join("failed" if sample is None else str(sample) for sample in score.score_samples)
     spread = f" (spread {score.score_spread})" if score.score_spread is not None else ""
     return f"{'unstable: ' if score.unstable else ''}samples {samples}{spread}"
+
+
+@register.filter
+def judge_name(score) -> str:
+    """The judge that made a score: its model, and the sampling settings its calls sent."""
+    return judge_label(score.judge_model, score.judge_temperature, score.judge_seed)
+
+
+@register.filter
+def group_judge(group: dict) -> str:
+    """The judge of an agreement group (its ``judge_model``, ``judge_temperature`` and ``judge_seed``)."""
+    return judge_label(group.get("judge_model"), group.get("judge_temperature"), group.get("judge_seed"))
+
+
+# What each follow-up the service sends is, for a transcript's readers.
+_FOLLOW_UPS = {
+    RESTATE_SCORE_PROMPT: "The service asks the judge to restate its score",
+    EVALUATION_FOLLOWUP_PROMPT: "The service asks the judge for the evaluation it left out",
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS: "Turn 2: the missing-tools prompt",
+}
+
+
+@register.filter
+def transcript_conversations(transcript: dict | None) -> list[dict]:
+    """A stored transcript (``conversation.Transcript.as_json``) for reading: each conversation's
+    messages with what each is (``label``), its text (the text of its blocks, for a prompt sent with
+    a cache breakpoint) and length, and the conversation's error."""
+    shown = []
+    for conversation in (transcript or {}).get("conversations", []):
+        messages = []
+        for index, message in enumerate(conversation.get("messages", [])):
+            content = message.get("content")
+            text = content if isinstance(content, str) else "".join(
+                block.get("text", "") for block in content or [] if isinstance(block, dict)
+            )
+            if message.get("role") == "assistant":
+                label = "The judge's reply"
+            elif index == 0:
+                label = "Turn 1: the score prompt, as sent after fitting"
+            else:
+                label = _FOLLOW_UPS.get(text, "Sent to the judge")
+            messages.append({"role": message.get("role"), "label": label, "text": text, "chars": len(text)})
+        shown.append({"messages": messages, "error": conversation.get("error")})
+    return shown

@@ -78,6 +78,7 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
         "session-score": "http://testserver/api/v1/scoring/sessions/{session_id}/score",
         "session-scores": "http://testserver/api/v1/scoring/sessions/{session_id}/scores",
         "score-reviews": "http://testserver/api/v1/scoring/scores/{score_id}/reviews",
+        "score-transcript": "http://testserver/api/v1/scoring/scores/{score_id}/transcript",
         "stats": "http://testserver/api/v1/scoring/stats/",
         "missing-tools": "http://testserver/api/v1/scoring/missing-tools/",
         "agreement": "http://testserver/api/v1/scoring/agreement/",

@@ -198,6 +198,6 @@ def test_the_request_body_describes_the_filters_as_the_query_parameters_do(schem
     fields = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]["properties"]
     parameters = schema["paths"]["/api/v1/scoring/stats/"]["get"]["parameters"]
     described = {p["name"]: p["description"] for p in parameters if p["name"] in fields}
-    assert list(fields) == ["since", "until", "alert_type", "chain_id", "prompt_hash"]
+    assert list(fields) == ["since", "until", "alert_type", "chain_id", "prompt_hash", "include_analysis_missing"]
     assert {name: field["description"] for name, field in fields.items()} == described
     assert all(field["type"] == "string" for field in fields.values())

@@ -7,6 +7,7 @@ from scoring.models import ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 from tests.support.fake_llm import Reply
 from tests.support.workers import wait_for
+from tests.support.judge_replies import evaluated
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -19,7 +20,7 @@ def run_action(page, action: str, sessions) -> None:
 
 
 def test_score_selected_and_force_rescore_report_their_counts(live_site, signed_in, judge_llm):
-    judge_llm.set_default(Reply("Reasonable.\n\n70"))
+    judge_llm.set_default(Reply(evaluated("Reasonable.\n\n70")))
     unscored = make_session(started_at_us=T0_US + 3)
     scored = make_session(started_at_us=T0_US + 2)
     make_score(scored, total_score=45)

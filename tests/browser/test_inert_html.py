@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply
+from tests.support.judge_replies import evaluated
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -53,7 +54,7 @@ def test_a_judge_reply_with_payloads_is_inert_when_the_score_view_refreshes_live
 ):
     # The live refresh inserts the server's HTML with innerHTML, where an
     # <img onerror> would run if anything but sanitized HTML came back.
-    judge_llm.push(Reply(f"{PAYLOAD}\n\n40"), Reply(f"1. {IMG}"))
+    judge_llm.push(Reply(evaluated(f"{PAYLOAD}\n\n40")), Reply(f"1. {IMG}"))
     session = make_session()
     page = signed_in()
     page.goto(live_site.url(f"/sessions/{session.session_id}/"))

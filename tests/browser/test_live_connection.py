@@ -10,6 +10,7 @@ from tests.support.browser import PHONE, WIDE
 from tests.support.factories import make_session
 from tests.support.fake_llm import Reply
 from tests.support.workers import wait_for
+from tests.support.judge_replies import evaluated
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -59,7 +60,7 @@ def on_screen(locator, viewport) -> bool:
 
 
 def test_pages_say_they_are_reconnecting_then_that_they_caught_up(live_site, signed_in, judge_llm):
-    judge_llm.push(Reply("Reasonable.\n\n72"), Reply("1. **pods_log**"))
+    judge_llm.push(Reply(evaluated("Reasonable.\n\n72")), Reply("1. **pods_log**"))
     session = make_session()
     # The session page at 1280 px (session channel), the list on a phone (sessions channel).
     detail = open_followed(signed_in, live_site, WIDE, f"/sessions/{session.session_id}/")
@@ -109,7 +110,7 @@ def test_pages_say_they_are_reconnecting_then_that_they_caught_up(live_site, sig
 
 def test_the_judges_step_is_shown_once(live_site, signed_in, judge_llm):
     # The delay keeps the step on screen long enough to be seen, not for a timing assert.
-    judge_llm.push(Reply("Reasonable.\n\n72", delay=1), Reply("1. **pods_log**"))
+    judge_llm.push(Reply(evaluated("Reasonable.\n\n72"), delay=1), Reply("1. **pods_log**"))
     session = make_session()
     page = signed_in(WIDE)
     page.add_init_script(COUNT_STEP_TEXTS_SCRIPT)

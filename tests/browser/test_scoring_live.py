@@ -15,10 +15,11 @@ from tests.support.browser import PHONE, WIDE
 from tests.support.factories import T0_US, make_session
 from tests.support.fake_llm import Reply
 from tests.support.workers import wait_for
+from tests.support.judge_replies import evaluated
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
-TURN1 = "## Logical flow\n\nThe agent **never read the pod logs**.\n\n72"
+TURN1 = evaluated("## Logical flow\n\nThe agent **never read the pod logs**.\n\n72")
 TURN2 = "1. **pods_log** - the crash output was never read."
 SCORE_EVENTS_SHOWN = [
     "The judge has started scoring this session…",
@@ -77,7 +78,7 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
     expect(panel.get_by_role("button", name="Re-score")).to_be_enabled()
 
     # Re-score: a forced, second scoring, shown in the history.
-    judge_llm.push(Reply("Better on a second look.\n\n81"), Reply(TURN2))
+    judge_llm.push(Reply(evaluated("Better on a second look.\n\n81")), Reply(TURN2))
     panel.get_by_role("button", name="Re-score").click()
     page.locator("dialog.confirm-scoring").get_by_role("button", name="Re-score").click()
     expect(panel.locator(".score-summary .badge")).to_have_text("81 · Good")
@@ -91,7 +92,7 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
 
 
 def test_list_badges_follow_scorings_started_here_and_elsewhere(live_site, signed_in, judge_llm):
-    judge_llm.set_default(Reply("Solid work.\n\n88", delay=1))
+    judge_llm.set_default(Reply(evaluated("Solid work.\n\n88"), delay=1))
     here = make_session(started_at_us=T0_US + 2)
     elsewhere = make_session(started_at_us=T0_US + 1)
     page = signed_in()
@@ -113,7 +114,7 @@ def test_list_badges_follow_scorings_started_here_and_elsewhere(live_site, signe
 
 
 def test_the_list_catches_up_on_what_it_missed_while_disconnected(live_site, signed_in, judge_llm):
-    judge_llm.set_default(Reply("Fine.\n\n64"))
+    judge_llm.set_default(Reply(evaluated("Fine.\n\n64")))
     session = make_session()
     page = signed_in()
     connection = {"blocked": False, "routes": []}
@@ -159,7 +160,7 @@ def test_a_page_opened_after_a_scoring_does_not_replay_it(live_site, signed_in, 
     mark_document(page)
 
     # A live scoring after the replay: once its end is shown, the replay was handled too.
-    judge_llm.push(Reply("Better on a second look.\n\n81"), Reply(TURN2))
+    judge_llm.push(Reply(evaluated("Better on a second look.\n\n81")), Reply(TURN2))
     services.score_request(session_id=session.session_id, triggered_by="cli", force_rescore=True)
     expect(page.locator("[data-live-status]")).to_have_text("Scoring completed: 81/100.")
     assert status_log(page) == [*SCORE_EVENTS_SHOWN, "Scoring completed: 81/100."]
@@ -202,7 +203,7 @@ def test_a_failed_scoring_in_the_list_says_why_and_is_retried_after_asking(
     mark_document(page)
 
     # Retry asks first, saying what it costs, then scores again.
-    judge_llm.push(Reply("Solid on a second look.\n\n88"), Reply(TURN2))
+    judge_llm.push(Reply(evaluated("Solid on a second look.\n\n88")), Reply(TURN2))
     row.get_by_role("button", name="Retry").click()
     dialog = page.locator("dialog.confirm-scoring")
     expect(dialog).to_contain_text(f"about {selectors.scoring_input_tokens(400_000):,} input tokens")

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 from tests.support.browser import EXPECT_TIMEOUT_MS, OPERATOR, RECORD_VIOLATIONS_SCRIPT, record_console_error
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply
+from tests.support.judge_replies import evaluated
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -59,7 +60,7 @@ def test_log_out_ends_the_session_for_staff_and_non_staff_users(live_site, chrom
 
 
 def test_the_pages_the_admin_and_the_api_docs_run_under_the_policy(live_site, chromium, judge_llm):
-    judge_llm.set_default(Reply("Fine.\n\n70"))
+    judge_llm.set_default(Reply(evaluated("Fine.\n\n70")))
     get_user_model().objects.create_superuser(OPERATOR[0], "operator@example.com", PASSWORD)
     unscored = make_session()
     session = make_session()

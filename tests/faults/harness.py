@@ -31,9 +31,10 @@ from scoring.models import JudgeCircuit, ScoringEvent, ScoringStatus, SessionSco
 from tests.support.api import session_document
 from tests.support.fake_llm import Reply, Step, rate_limited
 from tests.support.servers import EventClient
+from tests.support.judge_replies import evaluated
 
 USER = "fault-suite"
-TURN1 = "Logical Flow: 15/25\nConsistency: 16/25\nTool Relevance: 14/25\nSynthesis Quality: 16/25\n\n61"
+TURN1 = evaluated("Logical Flow: 15/25\nConsistency: 16/25\nTool Relevance: 14/25\nSynthesis Quality: 16/25\n\n61")
 TURN2 = "1. **pods_log** - the container output was never read."
 _SESSION_ID = re.compile(r"\*\*Session ID:\*\* ([0-9a-f-]{36})")
 # Generous bounds, so that a broken run ends with figures instead of hanging.

@@ -106,6 +106,8 @@ def test_figures_per_criteria_hash_and_judge_model(reviewers):
     assert gpt == {
         "prompt_hash": gpt["prompt_hash"],
         "judge_model": "gpt-4o",
+        "judge_temperature": None,
+        "judge_seed": None,
         "n": 3,
         "reviewed_scores": 3,
         "mean_abs_diff": round((5 + 5 + 40) / 3, 2),
@@ -200,3 +202,25 @@ def test_a_note_recorded_before_the_cap_is_cut_to_it_in_the_largest_differences(
     (shown,) = agreement(InsightFilters())["largest_differences"]
 
     assert shown["note"] == "x" * REVIEW_NOTE_MAX_CHARS
+
+
+def test_a_judge_is_its_model_and_sampling_settings(reviewers):
+    rita, _ = reviewers
+    reviewed(80, (rita, "agree", 85), judge_temperature=0.0, judge_seed=0)
+    reviewed(60, (rita, "agree", 55), judge_temperature=0.0, judge_seed=0)
+    reviewed(30, (rita, "disagree", 70))  # the provider's default sampling: another judge
+    groups = agreement(InsightFilters())["groups"]
+    assert [(group["judge_model"], group["judge_temperature"], group["judge_seed"], group["n"]) for group in groups] == [
+        ("gpt-4o", 0.0, 0, 2),
+        ("gpt-4o", None, None, 1),
+    ]
+
+
+def test_scores_without_an_evaluation_are_left_out_unless_included(reviewers):
+    rita, _ = reviewers
+    reviewed(80, (rita, "agree", 85))
+    unreasoned = reviewed(30, (rita, "disagree", 90), analysis_missing=True)
+    assert [group["n"] for group in agreement(InsightFilters())["groups"]] == [1]
+    included = agreement(InsightFilters(include_analysis_missing=True))
+    assert [group["n"] for group in included["groups"]] == [2]
+    assert included["largest_differences"][0]["score_id"] == unreasoned.score_id

@@ -43,6 +43,27 @@ def test_as_params_round_trips():
     filters = parse_filters({"since": "2026-01-01T00:00:00Z", "chain_id": "c"})
     assert filters.as_params() == {"since": "2026-01-01T00:00:00Z", "chain_id": "c"}
     assert parse_filters(filters.as_params()) == filters
+    included = parse_filters({"include_analysis_missing": "true"})
+    assert included.as_params() == {"include_analysis_missing": "true"}
+    assert parse_filters(included.as_params()) == included
+
+
+@pytest.mark.parametrize(("value", "included"), [("true", True), ("1", True), ("false", False), ("", False)])
+def test_include_analysis_missing_reads_a_boolean(value, included):
+    assert parse_filters({"include_analysis_missing": value}).include_analysis_missing is included
+
+
+def test_include_analysis_missing_refuses_other_values():
+    with pytest.raises(InvalidFilter, match="include_analysis_missing: not true or false: 'maybe'"):
+        parse_filters({"include_analysis_missing": "maybe"})
+
+
+@pytest.mark.django_db
+def test_a_newest_score_without_an_evaluation_is_left_out_unless_included():
+    reasoned = make_score(make_session())
+    unreasoned = make_score(make_session(), analysis_missing=True)
+    assert list(latest_completed_scores(InsightFilters())) == [reasoned]
+    assert set(latest_completed_scores(InsightFilters(include_analysis_missing=True))) == {reasoned, unreasoned}
 
 
 @pytest.mark.django_db

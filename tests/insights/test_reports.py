@@ -18,6 +18,7 @@ from scoring.models import InsightReport, JudgeCircuit, ScoringStatus, SessionSc
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply, context_length_exceeded, unauthorized
 from tests.support.workers import wait_for
+from tests.support.judge_replies import evaluated
 
 REPORT_TEXT = "## Build first\n\n1. **kubectl-logs**: missing in 2 of 3 sessions (kubernetes)."
 
@@ -453,7 +454,7 @@ class CountingJudge:
             self._inside -= 1
         if "MCP prioritization report" in body["messages"][-1]["content"]:
             return Reply(REPORT_TEXT)
-        return Reply("Logical Flow: 15/25\n\n60") if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
+        return Reply(evaluated("Logical Flow: 15/25\n\n60")) if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
 
 
 @pytest.mark.processes
@@ -508,7 +509,7 @@ def test_a_scoring_asked_after_ten_queued_reports_starts_within_a_second(
     def slow_reports(body: dict) -> Reply:
         if "MCP prioritization report" in body["messages"][-1]["content"]:
             return Reply(REPORT_TEXT, delay=30)
-        return Reply("Logical Flow: 15/25\n\n60") if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
+        return Reply(evaluated("Logical Flow: 15/25\n\n60")) if len(body["messages"]) == 1 else Reply(KUBECTL_LOGS)
 
     judge_llm.set_default(slow_reports)
     env = {"SCORING_WORKERS": "1", "SCORING_CONCURRENCY_PER_WORKER": "4", "SCORING_LLM_TIMEOUT_S": "60"}

@@ -9,6 +9,7 @@ from django.db.models import Count
 
 from scoring.insights.filters import InsightFilters, scored_sessions
 from scoring.insights.stats import DIMENSIONS, GROUPINGS, InvalidGrouping, fleet_stats, percentile
+from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import ScoringStatus
 from tests.support.factories import T0_US, make_go_session, make_score, make_session
 
@@ -138,6 +139,35 @@ def test_groups_by_score_columns():
     }
 
 
+def test_a_judge_is_its_model_and_the_sampling_settings_it_was_sent():
+    make_score(make_session(), judge_model="gpt-5", total_score=40)  # before settings were sent
+    make_score(make_session(), judge_model="gpt-5", judge_temperature=0.0, judge_seed=0, total_score=60)
+    make_score(make_session(), judge_model="gpt-5", judge_temperature=0.7, total_score=80)
+
+    rows = rows_by_key("judge_model")
+    assert {key: row["mean_score"] for key, row in rows.items()} == {
+        "gpt-5": 40,
+        "gpt-5 (temperature 0, seed 0)": 60,
+        "gpt-5 (temperature 0.7)": 80,
+    }
+    assert list(rows) == ["gpt-5", "gpt-5 (temperature 0, seed 0)", "gpt-5 (temperature 0.7)"]
+    # Under a criteria filter, each scoring's figures are read per scoring: the same groups.
+    assert list(rows_by_key("judge_model", InsightFilters(prompt_hash=PROMPT_HASH))) == list(rows)
+
+
+def test_sessions_whose_newest_score_has_no_evaluation_are_left_out_unless_included():
+    make_score(make_session(), total_score=70)
+    make_score(make_session(), total_score=20, analysis_missing=True)
+    make_score(make_session(), ScoringStatus.FAILED)
+
+    (row,) = fleet_stats(InsightFilters(), "alert_type")
+    assert (row["sessions"], row["mean_score"], row["failed_scorings"]) == (1, 70, 1)
+    (row,) = fleet_stats(InsightFilters(include_analysis_missing=True), "alert_type")
+    assert (row["sessions"], row["mean_score"]) == (2, 45)
+    (row,) = fleet_stats(InsightFilters(prompt_hash=PROMPT_HASH), "judge_model")
+    assert (row["sessions"], row["failed_scorings"]) == (1, 1)  # what every scoring cost counts still
+
+
 def test_days_and_iso_weeks_of_the_session_start_in_utc():
     # 2026-01-01 is a Thursday: its ISO week starts on Monday 2025-12-29.
     starts = {
@@ -167,7 +197,8 @@ def test_postgresql_estimates_the_days_and_weeks_a_grouping_has():
         cursor.execute("ANALYZE alert_sessions")
 
     def estimated_groups(group_by: str) -> int:
-        grouped = scored_sessions(InsightFilters()).values(group=GROUPINGS[group_by][0])
+        (start,) = GROUPINGS[group_by][0]
+        grouped = scored_sessions(InsightFilters()).values(group=start)
         plan = grouped.annotate(n=Count("pk")).order_by().explain(format="json")
         return json.loads(plan)[0]["Plan"]["Plan Rows"]
 

@@ -14,10 +14,11 @@ from scoring.realtime import events
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
 from tests.support.fake_llm import Reply, Together
 from tests.support.workers import wait_for
+from tests.support.judge_replies import EVALUATION, evaluated
 
 pytestmark = pytest.mark.processes
 
-TURN1 = "Logical Flow: 14/25\nConsistency: 17/25\nTool Relevance: 12/25\nSynthesis Quality: 13/25\n\n56"
+TURN1 = evaluated("Logical Flow: 14/25\nConsistency: 17/25\nTool Relevance: 12/25\nSynthesis Quality: 13/25\n\n56")
 TURN2 = "1. **pods_log (previous container)** - the crash output was never read."
 
 
@@ -45,7 +46,7 @@ def test_a_posted_scoring_completes_in_a_worker_process(start_worker, judge_llm,
     assert body["status"] == "completed", body
     assert body["score_id"] == accepted.json()["score_id"]
     assert body["total_score"] == 56
-    assert body["score_analysis"].startswith("Logical Flow: 14/25")
+    assert body["score_analysis"].startswith(EVALUATION) and "Logical Flow: 14/25" in body["score_analysis"]
     assert body["missing_tools_analysis"] == TURN2
     assert body["score_triggered_by"] == "alice" and body["current_prompt_used"] is True
     assert len(judge_llm.requests) == 2
@@ -55,7 +56,7 @@ def test_a_posted_scoring_completes_in_a_worker_process(start_worker, judge_llm,
 
 
 def test_a_worker_process_samples_turn_one_at_once_and_keeps_the_median(start_worker, judge_llm, operator_client):
-    together = Together([Reply(f"Sample.\n\n{score}") for score in (50, 90, 71)])
+    together = Together([Reply(evaluated(f"Sample.\n\n{score}")) for score in (50, 90, 71)])
     judge_llm.set_default(lambda body: together(body) if len(body["messages"]) == 1 else Reply(TURN2))
     start_worker(**{**judge_llm.env(), "SCORING_JUDGE_SAMPLES": "3", "SCORING_LLM_TIMEOUT_S": "15"})
     session = make_session()
@@ -69,7 +70,7 @@ def test_a_worker_process_samples_turn_one_at_once_and_keeps_the_median(start_wo
     body = wait_for(finished, what="the worker to finish the scoring")
     assert (body["status"], body["total_score"], body["score_spread"], body["unstable"]) == ("completed", 71, 40, True)
     assert sorted(body["score_samples"]) == [50, 71, 90]
-    assert judge_llm.requests[-1].messages[1] == {"role": "assistant", "content": "Sample.\n\n71"}
+    assert judge_llm.requests[-1].messages[1] == {"role": "assistant", "content": evaluated("Sample.\n\n71")}
 
 
 def test_with_no_model_configured_the_scoring_fails_saying_what_to_set(start_worker, fake_llm, operator_client):

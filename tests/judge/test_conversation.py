@@ -3,11 +3,14 @@ from decimal import Decimal
 
 import pytest
 
+from scoring import services
+from scoring.judge import replies, sampling
 from scoring.judge.conversation import extract_score
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.models import ScoringStatus
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.models import ScoreTranscript, ScoringStatus
 from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import MIN_CACHED_TOKENS, Error, Reply, Together, prompt_tokens
+from tests.support.judge_replies import BREAKDOWN_ALONE, SCORE_ALONE, TOTAL_SCORE_LINE, evaluated
 
 
 @pytest.mark.parametrize(
@@ -54,7 +57,7 @@ TURN2 = "1. **kubectl-logs** - would have shown the pod's last output."
 
 
 def turn1(score) -> str:
-    return f"Analysis of sample scoring {score}.\n\n{score}"
+    return evaluated(f"Analysis of sample scoring {score}.\n\n{score}")
 
 
 def judge_with(judge_llm, settings, turn1_steps, *, later=None):
@@ -86,7 +89,7 @@ def test_three_samples_score_their_median_and_keep_each_and_their_spread(judge_l
     score = judge_with(judge_llm, settings, steps)
 
     assert (score.status, score.total_score) == ("completed", 70)
-    assert score.score_analysis == "Analysis of sample scoring 70."
+    assert score.score_analysis == evaluated("Analysis of sample scoring 70.")
     assert sorted(score.score_samples) == [62, 70, 85]  # in the order sampled: whichever answered first
     assert (score.score_spread, score.unstable) == (23, True)
     assert (score.input_tokens, score.output_tokens) == (3 * 1000 + 50, 3 * 100 + 5)  # every call counted
@@ -114,7 +117,7 @@ def test_an_even_count_takes_the_lower_middle_and_a_spread_at_the_limit_is_stabl
 
 @pytest.mark.django_db
 def test_turn_two_continues_the_median_samples_conversation_restate_included(judge_llm, settings):
-    forgetful = "A critique that forgets the number."
+    forgetful = evaluated("A critique that forgets the number.")
     score = judge_with(
         judge_llm, settings, [Reply(turn1(40)), Reply(forgetful), Reply(turn1(90))], later={RESTATE_SCORE_PROMPT: Reply("66")}
     )
@@ -281,3 +284,156 @@ def test_claude_samples_share_the_breakpoint_and_turn_two_continues_the_median(j
         "content": [{"type": "text", "text": turn1(70)}],
     }
     assert score.cached_input_tokens >= prompt_tokens(turn2.body["messages"][:1])  # turn 2 at least
+
+
+# --- A score without an evaluation: asked for once, else marked and turn 2 not asked ----------
+
+EVALUATION_FOLLOWUP = {"role": "user", "content": EVALUATION_FOLLOWUP_PROMPT}
+
+
+@pytest.mark.django_db
+def test_a_score_alone_is_asked_once_for_the_evaluation_in_the_same_conversation(judge_llm):
+    later = evaluated(BREAKDOWN_ALONE.replace("54**", "52**"))
+    score = score_one(judge_llm, Reply(SCORE_ALONE), Reply(later), Reply(TURN2))
+
+    assert (score.status, score.total_score, score.analysis_missing) == ("completed", 52, False)
+    assert score.score_analysis == extract_score(later)[1]
+    assert score.dimensions == {"logical_flow": 14, "consistency": 15, "tool_relevance": 12, "synthesis_quality": 13}
+    first, followup, turn2 = judge_llm.requests
+    assert followup.messages == [*first.messages, {"role": "assistant", "content": SCORE_ALONE}, EVALUATION_FOLLOWUP]
+    assert turn2.messages == [*followup.messages, {"role": "assistant", "content": later}, FOLLOWUP]
+    assert not any(replies.ANALYSIS_MISSING_WARNING == warning for warning in score.warnings)
+
+
+@pytest.mark.django_db
+def test_a_score_still_without_an_evaluation_is_marked_and_turn_two_is_not_asked(judge_llm):
+    score = score_one(judge_llm, Reply(TOTAL_SCORE_LINE), Reply(BREAKDOWN_ALONE))
+
+    assert (score.status, score.total_score, score.analysis_missing) == ("completed", 54, True)
+    assert score.missing_tools_analysis is None  # not asked: not "nothing missing"
+    assert list(score.missing_tools.all()) == []
+    assert replies.ANALYSIS_MISSING_WARNING in score.warnings
+    assert score.dimensions["logical_flow"] == 14  # the follow-up's breakdown, kept
+    assert len(judge_llm.requests) == 2
+    assert judge_llm.requests[-1].messages[-1] == EVALUATION_FOLLOWUP
+    assert score.session.latest_completed_analysis_missing is True
+
+
+@pytest.mark.django_db
+def test_an_evaluation_without_a_score_line_in_the_follow_up_keeps_turn_ones_score(judge_llm):
+    score = score_one(judge_llm, Reply(SCORE_ALONE), Reply(evaluated("No number this time.")), Reply(TURN2))
+
+    assert (score.total_score, score.analysis_missing) == (46, False)
+    assert score.score_analysis == evaluated("No number this time.")
+    assert len(judge_llm.requests) == 3
+
+
+@pytest.mark.django_db
+def test_the_median_is_of_the_samples_with_an_evaluation(judge_llm, settings):
+    score = judge_with(
+        judge_llm, settings, [Reply("90"), Reply(turn1(60)), Reply("95")], later={EVALUATION_FOLLOWUP_PROMPT: Reply("91")}
+    )
+
+    # Asked again, the two without one gave a score alone once more (it replaces theirs): the median
+    # of every sample would be 91, of those with an evaluation it is 60; the spread is of every sample.
+    assert (score.total_score, score.analysis_missing) == (60, False)
+    assert (sorted(score.score_samples), score.score_spread) == ([60, 91, 91], 31)
+    assert judge_llm.requests[-1].messages[-2:] == [{"role": "assistant", "content": turn1(60)}, FOLLOWUP]
+
+
+# --- Sampling settings: sent, recorded, and part of the judge's identity ----------------------
+
+
+@pytest.mark.django_db
+def test_temperature_and_seed_are_sent_with_every_call_and_recorded_on_the_score(judge_llm, settings):
+    settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED = 0.2, 1234
+    score = score_one(judge_llm, Reply(turn1(63)), Reply(TURN2))
+
+    assert [(request.body["temperature"], request.body["seed"]) for request in judge_llm.requests] == [(0.2, 1234)] * 2
+    assert (score.judge_temperature, score.judge_seed) == (0.2, 1234)
+    assert score.session.latest_completed_judge_temperature == 0.2
+
+
+@pytest.mark.django_db
+def test_settings_set_to_none_are_not_sent_and_recorded_as_null(judge_llm, settings):
+    settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED = None, None
+    score = score_one(judge_llm, Reply(turn1(63)), Reply(TURN2))
+
+    assert all("temperature" not in request.body and "seed" not in request.body for request in judge_llm.requests)
+    assert (score.judge_temperature, score.judge_seed) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("model", "sent"),
+    [
+        ("openai/fake-judge", sampling.Sampling(0.0, 7)),
+        ("gemini/gemini-2.5-pro", sampling.Sampling(0.0, 7)),
+        ("anthropic/claude-sonnet-4-20250514", sampling.Sampling(0.0, None)),  # Claude takes no seed
+        ("o3", sampling.Sampling(None, 7)),  # takes only its default temperature
+    ],
+)
+def test_a_setting_is_sent_only_where_the_model_takes_it(model, sent, settings):
+    settings.SCORING_LLM_MODEL, settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED = model, 0.0, 7
+    assert sampling.judge_sampling() == sent
+
+
+def test_the_judge_label_names_the_model_and_the_settings_sent():
+    assert sampling.judge_label("openai/qwen", 0.0, 0) == "openai/qwen (temperature 0, seed 0)"
+    assert sampling.judge_label("anthropic/claude", 0.3, None) == "anthropic/claude (temperature 0.3)"
+    assert sampling.judge_label("gemini/gemini-2.5-pro", None, None) == "gemini/gemini-2.5-pro"
+
+
+# --- Transcripts: what the judge was sent and what it wrote --------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_transcript_keeps_every_message_as_sent_and_every_raw_reply(judge_llm, settings):
+    settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED = 0.0, 5
+    later = evaluated("Now with the analysis.\n\n58")
+    score = score_one(judge_llm, Reply(TOTAL_SCORE_LINE), Reply(later), Reply(TURN2))
+
+    stored = ScoreTranscript.objects.get(score=score).transcript
+    assert (stored["model"], stored["temperature"], stored["seed"]) == ("openai/fake-judge", 0.0, 5)
+    (conversation,) = stored["conversations"]
+    assert conversation["error"] is None
+    assert conversation["messages"] == [
+        *judge_llm.requests[-1].messages,
+        {"role": "assistant", "content": TURN2},
+    ]
+    assert [message["content"] for message in conversation["messages"][1:]] == [
+        TOTAL_SCORE_LINE, EVALUATION_FOLLOWUP_PROMPT, later, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, TURN2,
+    ]  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_failed_scoring_keeps_its_transcript_with_the_error(judge_llm):
+    score = score_one(judge_llm, Reply("No number here."), Reply("Still none."))
+
+    assert score.status == "failed"
+    (conversation,) = ScoreTranscript.objects.get(score=score).transcript["conversations"]
+    assert [message["content"] for message in conversation["messages"][1:]] == [
+        "No number here.", RESTATE_SCORE_PROMPT, "Still none.",
+    ]  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_every_sample_has_its_conversation_in_the_transcript(judge_llm, settings):
+    score = judge_with(judge_llm, settings, [Reply(turn1(80)), Reply(turn1(60))])
+
+    conversations = ScoreTranscript.objects.get(score=score).transcript["conversations"]
+    replies_written = sorted(conversation["messages"][1]["content"] for conversation in conversations)
+    assert replies_written == sorted([turn1(80), turn1(60)])
+    assert sorted(len(conversation["messages"]) for conversation in conversations) == [2, 4]  # turn 2 after 60's
+
+
+@pytest.mark.django_db
+def test_no_transcript_is_kept_with_a_retention_of_zero_and_old_ones_are_pruned(judge_llm, settings):
+    settings.SCORING_TRANSCRIPT_RETENTION_DAYS = 0
+    assert not ScoreTranscript.objects.filter(score=score_one(judge_llm, Reply(turn1(63)), Reply(TURN2))).exists()
+
+    settings.SCORING_TRANSCRIPT_RETENTION_DAYS = 2
+    kept = score_one(judge_llm, Reply(turn1(63)), Reply(TURN2))
+    recorded = ScoreTranscript.objects.get(score=kept).recorded_at_us
+    assert services.prune_transcripts(now=recorded + 2 * 86_400_000_000 - 1) == 0
+    assert services.prune_transcripts(now=recorded + 2 * 86_400_000_000 + 1) == 1
+    assert not ScoreTranscript.objects.exists()

@@ -8,7 +8,7 @@ import sys
 import pytest
 from django.core.management import call_command
 
-from scoring.judge import demo_judge
+from scoring.judge import demo_judge, replies
 from scoring.judge.conversation import build_score_prompt, extract_score
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 from scoring.models import AlertSession
@@ -34,6 +34,7 @@ def test_replies_follow_the_session_and_end_with_a_score_line():
 
     turn1 = demo_judge.demo_reply(messages)
     total, analysis = extract_score(turn1)
+    assert replies.has_evaluation(analysis)  # no follow-up asked of the demo judge
     messages += [
         {"role": "assistant", "content": turn1},
         {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS},

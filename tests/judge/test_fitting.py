@@ -25,6 +25,7 @@ from tests.support.long_sessions import (
 from tests.support.tarsy import real_documents
 from tests.support.tarsy_go import SESSION_SCENARIOS, golden_document
 from tests.support.tarsy_go_builder import alert_session
+from tests.support.judge_replies import evaluated
 
 SAMPLES = Path(__file__).resolve().parents[2] / "scoring" / "samples"
 # Project samples of several shapes: ReAct, a chain, parallel agents, native thinking, Go TARSy's
@@ -42,7 +43,7 @@ TOKEN = "0" * 32
 MARKER = re.compile(r"\n\[… [\d.]+ (?:bytes|KB|MB) of (.+?) omitted …\]\n")
 # Counting for the judge model reads the ratio it learned from the database.
 pytestmark = pytest.mark.django_db
-TURN1 = "## Score breakdown\nLogical Flow: 20/25\n\n71"
+TURN1 = evaluated("## Score breakdown\nLogical Flow: 20/25\n\n71")
 
 
 @pytest.fixture(autouse=True)

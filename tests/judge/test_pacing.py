@@ -13,9 +13,10 @@ from scoring.models import JudgePacing, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import AccountQuota, Reply
 from tests.support.workers import wait_for
+from tests.support.judge_replies import evaluated
 
 MODEL = "openai/fake-judge"
-TURN1 = "Logical Flow: 14/25\nConsistency: 17/25\nTool Relevance: 12/25\nSynthesis Quality: 13/25\n\n56"
+TURN1 = evaluated("Logical Flow: 14/25\nConsistency: 17/25\nTool Relevance: 12/25\nSynthesis Quality: 13/25\n\n56")
 
 
 @pytest.mark.django_db

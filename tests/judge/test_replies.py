@@ -12,11 +12,15 @@ from scoring.judge import conversation, demo_judge
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
 from scoring.judge.replies import (
     DIMENSIONS,
+    MIN_EVALUATION_WORDS,
     breakdown_warning,
+    evaluation_words,
+    has_evaluation,
     parse_dimensions,
     parse_missing_tools,
     tool_key,
 )
+from tests.support.judge_replies import BREAKDOWN_ALONE, EVALUATION, SCORE_ALONE, TOTAL_SCORE_LINE
 from tests.support.samples import SAMPLES, load, unsaved_session
 
 CORPUS = Path(__file__).parent / "data" / "replies"
@@ -147,3 +151,33 @@ def test_the_demo_judges_replies_are_read_whole(sample):
     assert breakdown_warning(dimensions, total) is None
     written = re.findall(r"^\d+\. \*\*(.+?)\*\*", turn2, re.M)
     assert [tool.name for tool in parse_missing_tools(turn2)] == written
+
+
+# --- Whether a turn-1 analysis holds an evaluation ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [SCORE_ALONE, TOTAL_SCORE_LINE, BREAKDOWN_ALONE, "Good investigation.\n\n80", "## Score\n| Logical Flow | 15/25 |\n\n60"],
+)
+def test_what_the_real_model_wrote_holds_no_evaluation(reply):
+    _, analysis = conversation.extract_score(reply)
+    assert not has_evaluation(analysis)
+
+
+def test_prose_beside_the_breakdown_is_an_evaluation_and_the_breakdown_counts_for_nothing():
+    _, analysis = conversation.extract_score(f"{EVALUATION}\n\n{BREAKDOWN_ALONE}")
+    assert has_evaluation(analysis)
+    assert evaluation_words(analysis) == evaluation_words(EVALUATION)
+
+
+def test_the_threshold_is_in_words():
+    assert has_evaluation(" ".join(["word"] * MIN_EVALUATION_WORDS))
+    assert not has_evaluation(" ".join(["word"] * (MIN_EVALUATION_WORDS - 1)) + " 12 34 56 -- **")
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_the_demo_judges_analysis_of_every_sample_is_an_evaluation(sample):
+    session = unsaved_session(load(sample))
+    reply = demo_judge.demo_reply([{"role": "user", "content": conversation.build_score_prompt(session)}])
+    assert has_evaluation(conversation.extract_score(reply)[1])

@@ -21,6 +21,7 @@ from scoring.ops import health, metrics
 from tests.support.factories import make_score, make_session, run_next_scoring
 from tests.support.fake_llm import Error, Hang, Reply, context_length_exceeded, rate_limited, unauthorized
 from tests.support.servers import REPO_DIR, child_env
+from tests.support.judge_replies import evaluated
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -223,7 +224,7 @@ def test_failed_scorings_are_counted_by_reason_class(judge_llm, settings, monkey
 
 def test_a_completed_judge_job_shows_in_the_metrics(judge_llm):
     judge_llm.push(
-        Reply("Thorough.\n\n72", prompt_tokens=500, completion_tokens=50),
+        Reply(evaluated("Thorough.\n\n72"), prompt_tokens=500, completion_tokens=50),
         Reply("None missing.", prompt_tokens=600, completion_tokens=20),
     )
     make_score(make_session(), Status.PENDING)

@@ -94,20 +94,25 @@ def newest_score(session: AlertSession) -> tuple:
     return (score.score_id, score.status, score.total_score, score.prompt_hash)
 
 
-COMPLETED_FIGURES = ("score_id", "total_score", "prompt_hash", "judge_model")
+COMPLETED_FIGURES = (
+    "score_id", "total_score", "prompt_hash", "judge_model", "judge_temperature", "judge_seed", "analysis_missing",
+)  # fmt: skip
+
+
+def _completed_columns() -> list[str]:
+    return [*selectors.latest_completed_columns(), *selectors.latest_completed_judge_columns()]
 
 
 def completed_copy_on_session(session: AlertSession) -> dict:
     """The session row's copy of its newest completed score (``latest_completed_*``)."""
-    fields = list(selectors.latest_completed_columns())
-    return AlertSession.objects.filter(pk=session.pk).values(*fields).get()
+    return AlertSession.objects.filter(pk=session.pk).values(*_completed_columns()).get()
 
 
 def newest_completed_figures(session: AlertSession) -> dict:
     """The same values, read from the session's newest completed score itself."""
     score = session.scores.filter(status=ScoringStatus.COMPLETED).order_by("-scored_at_us").first()
     if score is None:
-        return dict.fromkeys(selectors.latest_completed_columns())
+        return dict.fromkeys(_completed_columns())
     figures = {f"latest_completed_{field}": getattr(score, field) for field in COMPLETED_FIGURES}
     return figures | {f"latest_completed_{name}": (score.dimensions or {}).get(name) for name in DIMENSIONS}
 

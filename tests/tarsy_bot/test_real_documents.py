@@ -21,12 +21,13 @@ from scoring.models import AlertSession, ScoringStatus
 from tests.support.factories import proxy_client, run_next_scoring
 from tests.support.fake_llm import Reply
 from tests.support.servers import REPO_DIR
+from tests.support.judge_replies import evaluated
 
 REAL_DIR = REPO_DIR.parent / "shared" / "data" / "tarsy-bot"
 DOCUMENTS = sorted(REAL_DIR.glob("*.json"))
 SESSIONS_URL = "/api/v1/sessions/"
 NUL_NOTE = "NUL characters (\\u0000), which the database cannot store, replaced with U+FFFD in: "
-TURN1 = "## Score breakdown\nLogical Flow: 20/25\n\n71"
+TURN1 = evaluated("## Score breakdown\nLogical Flow: 20/25\n\n71")
 TURN2 = "1. **kubernetes-server.get_events** - would have shown the eviction."
 
 pytestmark = pytest.mark.django_db

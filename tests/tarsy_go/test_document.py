@@ -18,6 +18,7 @@ from tests.support.factories import run_next_scoring
 from tests.support.fake_llm import Reply
 from tests.support.servers import REPO_DIR
 from tests.support.tarsy_go import SESSION_SCENARIOS, golden_api_answers, golden_document
+from tests.support.judge_replies import evaluated
 
 
 def parse(document) -> dict:
@@ -58,7 +59,7 @@ def test_every_go_scenario_with_a_session_is_stored_whole(db, scenario):
 def test_every_go_scenario_scores_end_to_end(db, judge_llm, fake_llm, scenario):
     session, _ = services.ingest_session(golden_document(scenario), written_by="test")
     fake_llm.push(
-        Reply("Logical Flow: 20/25\nConsistency: 20/25\nTool Relevance: 15/25\nSynthesis Quality: 15/25\n\n70"),
+        Reply(evaluated("Logical Flow: 20/25\nConsistency: 20/25\nTool Relevance: 15/25\nSynthesis Quality: 15/25\n\n70")),
         Reply("1. **kubectl-events**: would have shown the OOM kills"),
     )
     services.score_request(session_id=session.pk, triggered_by="test")

@@ -1,0 +1,69 @@
+"""The judge's sampling settings: the temperature and seed each judge call sends, and how a
+score names the judge that made it (docs/llm.md, "Sampling").
+
+A setting is sent only where the judge model takes it, by litellm's rules: a seed to the
+providers that accept one (OpenAI and OpenAI-compatible servers, Gemini, ...; not Anthropic's
+Claude), a temperature to every model but those that take only their default (OpenAI's
+reasoning models). What was not sent is recorded as None: the provider's default applied.
+"""
+
+import logging
+from dataclasses import dataclass
+from functools import cache
+
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float | None  # None: not sent, the provider's default applies
+    seed: int | None
+
+    def request_params(self) -> dict:
+        """The sampling parameters of a judge call (those that are sent)."""
+        return {name: value for name, value in (("temperature", self.temperature), ("seed", self.seed)) if value is not None}
+
+
+def judge_sampling() -> Sampling:
+    """What the judge calls send of SCORING_LLM_TEMPERATURE and SCORING_LLM_SEED to the
+    configured judge model."""
+    return _sampling_for(settings.SCORING_LLM_MODEL, settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED)
+
+
+@cache
+def _sampling_for(model: str, temperature: float | None, seed: int | None) -> Sampling:
+    """Decided once per process and settings: litellm's model rules are a local table."""
+    if not model:
+        return Sampling(temperature, seed)
+    import litellm
+    from litellm.utils import get_optional_params
+
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model)
+        supported = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider) or []
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: its call fails saying why
+        return Sampling(temperature, seed)
+    if seed is not None and "seed" not in supported:
+        logger.info("the judge model %s takes no seed: SCORING_LLM_SEED is not sent", model)
+        seed = None
+    if temperature is not None:
+        try:
+            get_optional_params(model=model, custom_llm_provider=provider, temperature=temperature)
+        except litellm.UnsupportedParamsError as error:
+            logger.warning(
+                "the judge model %s does not take SCORING_LLM_TEMPERATURE=%g, so none is sent (its default "
+                "applies): %s", model, temperature, error,
+            )  # fmt: skip
+            temperature = None
+    return Sampling(temperature, seed)
+
+
+def judge_label(model: str | None, temperature: float | None, seed: int | None) -> str:
+    """The judge's identity as shown and grouped by: its model, and the sampling settings it
+    was sent, if any (``gemini/gemini-2.5-pro (temperature 0, seed 0)``). Scores made before
+    sampling settings were sent, or with none sent, are named by the model alone."""
+    settings_sent = [f"temperature {temperature:g}"] if temperature is not None else []
+    settings_sent += [f"seed {seed}"] if seed is not None else []
+    return f"{model or ''} ({', '.join(settings_sent)})" if settings_sent else model or ""
