@@ -226,7 +226,7 @@ class SessionScore(models.Model):
     # score_spread was over SCORING_UNSTABLE_SPREAD when the score was made.
     unstable = models.BooleanField(default=False)
     # The share of the investigation's text the judge saw, 0..1: below 1 when tool results
-    # were cut to fit the judge model's context window (docs/rendering.md); null until completed.
+    # were cut to fit the judge model's context window (docs/rendering.md); null until the prompt is fitted.
     input_coverage = models.FloatField(null=True, blank=True)
     # Why a pending score waits to be picked up again (the provider's quota), "" when it does not;
     # and when its first 429 came, from which SCORING_RATE_LIMIT_PATIENCE_S is counted.

@@ -131,13 +131,16 @@ class _Usage:
         return reply.content
 
 
-def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | None = None) -> JudgeResult:
+def run_judge(
+    session, *, on_phase: Callable[[str], None], deadline: llm.Deadline | None = None
+) -> JudgeResult:
     """Hold the two-turn judge conversation about ``session``.
 
     ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
     (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
     and ``errors.InputTooLarge`` before any call when the prompt is over
-    SCORING_MAX_INPUT_TOKENS or cannot be fitted to the judge model's window.
+    SCORING_MAX_INPUT_TOKENS or cannot be fitted to the judge model's window; an error
+    raised once the prompt was fitted carries its coverage and warning.
     The prompt is fitted to the window (``fitting``); on a context-length error
     the conversation is held once more, fitted to the window the error taught.
     """
@@ -151,17 +154,28 @@ def run_judge(session, *, on_phase: Callable[[str], None], deadline: float | Non
     window = fitting.context_window()
     fitted = fitting.fit_prompt(parts, build, window)
     try:
-        return _converse(fitted, usage, on_phase, deadline)
-    except errors.ContextWindowExceeded as error:
-        smaller = fitting.learn_window(str(error), window)
-        logger.warning(
-            "judge context window exceeded at %s tokens; once more, fitted to %s: %s", window, smaller, error
-        )
-        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline)
+        try:
+            return _converse(fitted, usage, on_phase, deadline)
+        except errors.ContextWindowExceeded as error:
+            smaller = fitting.learn_window(str(error), window)
+            logger.warning(
+                "judge context window exceeded at %s tokens; once more, fitted to %s: %s",
+                window,
+                smaller,
+                error,
+            )
+            fitted = fitting.fit_prompt(parts, build, smaller)
+            return _converse(fitted, usage, on_phase, deadline)
+    except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent
+        error.input_coverage, error.input_warning = fitted.coverage, fitted.warning
+        raise
 
 
 def _converse(
-    fitted: fitting.FittedPrompt, usage: _Usage, on_phase: Callable[[str], None], deadline: float | None
+    fitted: fitting.FittedPrompt,
+    usage: _Usage,
+    on_phase: Callable[[str], None],
+    deadline: llm.Deadline | None,
 ) -> JudgeResult:
     prompt = fitted.prompt
     prompt_message = _prompt_message(prompt)
@@ -225,7 +239,7 @@ def _score_sample(prompt_message: dict, ask: Callable[[list[dict]], str]) -> _Sa
 
 
 def _median_sample(
-    prompt_message: dict, k: int, usage: _Usage, deadline: float | None
+    prompt_message: dict, k: int, usage: _Usage, deadline: llm.Deadline | None
 ) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree.
