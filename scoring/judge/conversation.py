@@ -96,6 +96,19 @@ def build_score_prompt(
     )
 
 
+def score_prompt_fitter(session) -> Callable[[int], fitting.FittedPrompt]:
+    """A function that fits ``session``'s turn-1 prompt to a context window (``fitting``), as
+    the judge is sent it: the session rendered once, one boundary token for every window tried.
+    Raises as ``fitting.fit_prompt`` does."""
+    parts = render_investigation_parts(session)
+    token = injection.new_boundary_token()
+
+    def build(investigation: str) -> str:
+        return build_score_prompt(session, boundary_token=token, investigation=investigation)
+
+    return lambda window: fitting.fit_prompt(parts, build, window)
+
+
 def extract_score(reply: str) -> tuple[int | None, str]:
     """Return (score, analysis): the score on the reply's last non-empty line,
     and the reply without that line. The score is None if the last line does
@@ -144,15 +157,10 @@ def run_judge(
     The prompt is fitted to the window (``fitting``); on a context-length error
     the conversation is held once more, fitted to the window the error taught.
     """
-    parts = render_investigation_parts(session)
-    token = injection.new_boundary_token()
-
-    def build(investigation: str) -> str:
-        return build_score_prompt(session, boundary_token=token, investigation=investigation)
-
+    fit = score_prompt_fitter(session)
     usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
     window = fitting.context_window()
-    fitted = fitting.fit_prompt(parts, build, window)
+    fitted = fit(window)
     try:
         try:
             return _converse(fitted, usage, on_phase, deadline)
@@ -164,7 +172,7 @@ def run_judge(
                 smaller,
                 error,
             )
-            fitted = fitting.fit_prompt(parts, build, smaller)
+            fitted = fit(smaller)
             return _converse(fitted, usage, on_phase, deadline)
     except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent
         error.input_coverage, error.input_warning = fitted.coverage, fitted.warning

@@ -352,6 +352,18 @@ def takes_cache_breakpoints() -> bool:
     return supports_anthropic_cache_control(settings.SCORING_LLM_MODEL, None)
 
 
+def cost_usd_of(input_tokens: int, output_tokens: int) -> Decimal | None:
+    """What the judge model's provider charges for these tokens, by litellm's price list (the
+    local copy), no cache discount; None when it has no price for the model."""
+    try:
+        prompt_cost, completion_cost = _litellm().cost_per_token(
+            model=settings.SCORING_LLM_MODEL, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+    except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
+        return None
+    return Decimal(str(prompt_cost)) + Decimal(str(completion_cost))
+
+
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
