@@ -549,6 +549,9 @@ class _Stream:
         self.chars = 0
         self.started = False  # the response's headers came: what fails now fails mid-stream
         self.content_type = ""
+        # Set when the deadline ended the attempt: the reading thread stops at the next chunk
+        # and closes the stream, so that the judge stops writing a reply no one waits for.
+        self.abandoned = False
 
     def read(self, litellm, model: str, messages: list[dict], timeout: float):
         stream = litellm.completion(
@@ -567,6 +570,11 @@ class _Stream:
         if self.content_type.startswith(NOT_A_STREAM):
             return None
         for chunk in stream:
+            if self.abandoned:
+                close = getattr(stream.completion_stream, "close", None)  # the provider SDK's stream
+                if close is not None:
+                    close()
+                return None
             self.chunks.append(chunk)
             if chunk.choices:
                 self.chars += len(chunk.choices[0].delta.content or "")
@@ -590,6 +598,7 @@ def _complete_once(model: str, messages: list[dict], deadline: Deadline | None, 
         else:
             response = _by_deadline(lambda: stream.read(litellm, model, messages, timeout), deadline)
     except _DeadlinePassed:
+        stream.abandoned = True
         metrics.observe_llm_call(time.monotonic() - started, "deadline")
         doing = (
             f"while the reply was streaming in ({stream.chars:,} characters so far)"
@@ -630,8 +639,9 @@ class _DeadlinePassed(Exception):
 
 def _by_deadline(read: Callable[[], object], deadline: Deadline):
     """What ``read()`` returns or raises, run on a thread of its own; ``_DeadlinePassed`` when
-    it has not ended by ``deadline``. The thread left behind ends within DEADLINE_GRACE_S, at
-    its read timeout (``_complete_once``), and its outcome is dropped."""
+    it has not ended by ``deadline``. The thread left behind ends at the stream's next chunk
+    (``_Stream.abandoned``) or within DEADLINE_GRACE_S, at its read timeout, and its outcome
+    is dropped."""
     outcome: queue.SimpleQueue = queue.SimpleQueue()
 
     def run() -> None:

@@ -47,6 +47,16 @@ def deadline_in(seconds: float) -> llm.Deadline:
     return llm.Deadline(time.monotonic() + seconds, "SCORING_JOB_TIMEOUT_S", seconds)
 
 
+@pytest.fixture
+def warm_judge_llm(judge_llm):
+    """The fake judge, after one call: a process's first call loads much of litellm (seconds on
+    a busy machine, holding the interpreter), which a worker process does as it starts
+    (``llm.preload``) and a test timing a deadline must not count."""
+    llm.complete(MESSAGES)
+    judge_llm.reset()
+    return judge_llm
+
+
 def gaps(requests) -> list[float]:
     return [later.arrived - earlier.arrived for earlier, later in itertools.pairwise(requests)]
 
@@ -313,7 +323,8 @@ def test_a_dropped_stream_is_retried_and_said_to_have_broken_off(judge_llm, sett
     assert "incomplete chunked read" in str(raised.value)
 
 
-def test_the_deadline_ends_a_reply_still_streaming_and_names_its_setting(judge_llm, settings):
+def test_the_deadline_ends_a_reply_still_streaming_and_names_its_setting(warm_judge_llm, settings):
+    judge_llm = warm_judge_llm
     settings.SCORING_LLM_TIMEOUT_S = 5
     judge_llm.set_default(Reply("x" * 80, chunk_delay=0.4))
 
@@ -327,6 +338,11 @@ def test_the_deadline_ends_a_reply_still_streaming_and_names_its_setting(judge_l
         r"while the reply was streaming in \(\d0 characters so far\)",
         str(raised.value),
     )
+    # The reply no one waits for is not read to its end: the judge's next write finds the stream closed.
+    deadline = time.monotonic() + 3
+    while not judge_llm.streams_cut and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert judge_llm.streams_cut == 1
 
 
 def test_usage_and_cache_reads_come_from_the_streams_last_event(judge_llm, settings):
@@ -381,10 +397,10 @@ def test_without_a_limit_the_calls_go_at_once(judge_llm, settings):
     assert llm.run_concurrently([lambda ask: ask(MESSAGES).content] * 3) == ["ok"] * 3
 
 
-def test_the_deadline_ends_a_wait_for_a_slot_and_says_so(judge_llm, settings):
+def test_the_deadline_ends_a_wait_for_a_slot_and_says_so(warm_judge_llm, settings):
+    judge_llm = warm_judge_llm
     settings.SCORING_JUDGE_CONCURRENCY = 1
-    llm.complete(MESSAGES)  # a process's first call loads some of litellm: not within this deadline
-    judge_llm.reset(Reply("ok", delay=2))
+    judge_llm.set_default(Reply("ok", delay=2))
 
     outcomes = llm.run_concurrently([lambda ask: ask(MESSAGES).content] * 2, deadline=deadline_in(1))
 
@@ -440,7 +456,8 @@ def test_context_window_error_is_not_retried(judge_llm):
     assert len(judge_llm.requests) == 1
 
 
-def test_the_deadline_ends_a_call_waiting_for_its_first_chunk_and_names_its_setting(judge_llm):
+def test_the_deadline_ends_a_call_waiting_for_its_first_chunk_and_names_its_setting(warm_judge_llm):
+    judge_llm = warm_judge_llm
     judge_llm.set_default(Hang(30))
 
     started = time.monotonic()

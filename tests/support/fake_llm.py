@@ -350,6 +350,8 @@ class FakeLLMServer:
         self._httpd.paths = (*self._httpd.paths, ANTHROPIC_MESSAGES_PATH)
         self.prompt_cache = PromptCache()
         self._thread: threading.Thread | None = None
+        # Streamed replies the client stopped reading before their end (it closed the connection).
+        self.streams_cut = 0
 
     @property
     def url(self) -> str:
@@ -399,6 +401,7 @@ class FakeLLMServer:
             self._default = default
             self._release.set()
             self._release = threading.Event()
+            self.streams_cut = 0
         self.prompt_cache.clear()
 
     def _answer(self, request: ChatRequest, handler: ChatHandler) -> None:
@@ -419,16 +422,24 @@ class FakeLLMServer:
         if anthropic:
             message = self._anthropic_message(step, request.body or {})
             if wants_stream(request.body):
-                _stream(handler, step, release, _anthropic_events(message))
+                self._stream(handler, step, release, _anthropic_events(message))
             else:
                 handler.send_json(200, message, step.headers)
         else:
             completion = self._completion(step, request.body)
             if wants_stream(request.body):
                 chunks = completion_chunks(completion, request.body, STREAM_PIECES)
-                _stream(handler, step, release, [(None, chunk) for chunk in chunks] + [(None, "[DONE]")])
+                self._stream(handler, step, release, [(None, chunk) for chunk in chunks] + [(None, "[DONE]")])
             else:
                 handler.send_json(200, completion, step.headers)
+
+    def _stream(self, handler: ChatHandler, reply: Reply, release: threading.Event, events: list) -> None:
+        try:
+            _stream(handler, reply, release, events)
+        except (BrokenPipeError, ConnectionResetError):
+            with self._lock:
+                self.streams_cut += 1
+            raise
 
     def _completion(self, reply: Reply, body: dict | None) -> dict:
         """OpenAI's chat.completion, with the cached part of the prompt in ``prompt_tokens_details``."""
