@@ -236,7 +236,7 @@ class SessionScore(models.Model):
     # score_spread was over SCORING_UNSTABLE_SPREAD when the score was made.
     unstable = models.BooleanField(default=False)
     # The share of the investigation's text the judge saw, 0..1: below 1 when tool results
-    # were cut to fit the judge model's context window (docs/rendering.md); null until completed.
+    # were cut to fit the judge model's context window (docs/rendering.md); null until the prompt is fitted.
     input_coverage = models.FloatField(null=True, blank=True)
     # The judge gave its score without the evaluation the criteria ask for, even when asked once
     # more (scoring.judge.replies.has_evaluation): its turn 2 was not asked (missing_tools_analysis

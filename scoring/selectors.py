@@ -8,6 +8,7 @@ from functools import cache
 from django.conf import settings
 from django.db import connection
 from django.db.models import (
+    Avg,
     Count,
     Exists,
     F,
@@ -26,7 +27,6 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
 from scoring.judge.prompts import (
-    CHARS_PER_TOKEN,
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
     PROMPT_HASH,
@@ -386,6 +386,15 @@ def estimate_input_tokens(sessions) -> int:
     return scoring_input_tokens(totals["prompts"] or 0, totals["count"])
 
 
+def mean_output_tokens(judge_model: str) -> tuple[int | None, int]:
+    """The mean output tokens of a scoring by ``judge_model`` (its completed scores'), and of
+    how many scores; None when it has none."""
+    done = SessionScore.objects.filter(
+        judge_model=judge_model, status=ScoringStatus.COMPLETED, output_tokens__isnull=False
+    ).aggregate(mean=Avg("output_tokens"), count=Count("pk"))
+    return (round(done["mean"]) if done["mean"] is not None else None), done["count"]
+
+
 def with_scoring_estimate(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession]:
     """Annotate each session with its score prompt's length (``prompt_chars``), for
     the estimate of what scoring it costs (``scoring_input_tokens``)."""
@@ -397,13 +406,6 @@ def with_latest_error(sessions: QuerySet[AlertSession]) -> QuerySet[AlertSession
     null unless that score failed), read by the copy's primary key (``latest_score_id``)."""
     newest = SessionScore.objects.filter(pk=OuterRef("latest_score_id"))
     return sessions.annotate(latest_error_message=Subquery(newest.values("error_message")[:1]))
-
-
-def over_input_bound(sessions) -> QuerySet[AlertSession]:
-    """Those of ``sessions`` whose judge prompt is over SCORING_MAX_INPUT_TOKENS by the
-    estimate the scoring applies (``llm.check_input_size``), largest first."""
-    limit_chars = settings.SCORING_MAX_INPUT_TOKENS * CHARS_PER_TOKEN
-    return sessions.filter(judge_prompt_chars__gt=limit_chars).order_by("-judge_prompt_chars")
 
 
 # --- Dashboard and admin: sessions with their score, bands, reviews -------------------------

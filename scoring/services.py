@@ -24,7 +24,7 @@ from django.db.models.sql import UpdateQuery
 
 from scoring import failures, selectors
 from scoring.jobs import queue
-from scoring.judge import circuit, conversation, errors, injection, llm, rendering, replies, sampling
+from scoring.judge import circuit, conversation, errors, injection, llm, pacing, rendering, replies, sampling
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -357,9 +357,10 @@ def wake_workers(new_scores: int) -> None:
 def claim_room(limit: int) -> int:
     """Inside the caller's transaction: take the claims' turn, and return how many judge
     jobs (scorings or reports) it may claim, at most ``limit``, so that no more than
-    SCORING_MAX_IN_FLIGHT are in progress across all workers."""
+    SCORING_MAX_IN_FLIGHT (fewer with SCORING_JUDGE_CONCURRENCY: ``pacing.jobs_in_flight_limit``)
+    are in progress across all workers."""
     take_turn(CAPACITY_CLAIM_LOCK_KEY)
-    return min(limit, settings.SCORING_MAX_IN_FLIGHT - selectors.in_progress_count())
+    return min(limit, pacing.jobs_in_flight_limit() - selectors.in_progress_count())
 
 
 def claim_pending_scores(limit: int) -> list[SessionScore]:
@@ -397,8 +398,9 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
 def run_claimed_score(score: SessionScore) -> SessionScore | None:
     """Run the judge conversation of a claimed score to its end: completed or failed."""
     with log_context(score_id=str(score.score_id), session_id=str(score.session_id)):
-        deadline = time.monotonic() + settings.SCORING_JOB_TIMEOUT_S
+        deadline = llm.Deadline.from_setting("SCORING_JOB_TIMEOUT_S")
         transcript = conversation.Transcript()
+        warnings = []
         try:
             session = _session_to_judge(score.session_id)
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
@@ -433,7 +435,13 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except errors.RateLimited as exc:
             return _wait_for_quota(score, exc)
         except errors.JudgeLLMError as exc:
-            return _keep_transcript(fail_scoring(score.score_id, str(exc)), transcript)
+            if exc.input_coverage is None:
+                return _keep_transcript(fail_scoring(score.score_id, str(exc)), transcript)
+            # What the judge was sent before it failed, as a completed score would keep it.
+            sent = [*warnings, exc.input_warning] if exc.input_warning else warnings
+            return _keep_transcript(
+                fail_scoring(score.score_id, str(exc), warnings=sent, input_coverage=exc.input_coverage), transcript
+            )
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
             logger.exception("judge job for score %s lost the database", score.score_id)
             return fail_scoring(score.score_id, f"database error: {type(exc).__name__}: {exc}")
@@ -714,8 +722,9 @@ def read_stored_replies(score_model=SessionScore, *, every_score: bool = False) 
         read.missing_tools += len(tools)
 
 
-def fail_scoring(score_id, reason: str) -> SessionScore | None:
-    """Mark an active score failed with ``reason``; None if it was not active."""
+def fail_scoring(score_id, reason: str, **kept) -> SessionScore | None:
+    """Mark an active score failed with ``reason``, and the fields ``kept`` (what the judge
+    was sent: ``warnings``, ``input_coverage``); None if it was not active."""
     return _transition(
         score_id,
         Status.FAILED,
@@ -723,6 +732,7 @@ def fail_scoring(score_id, reason: str) -> SessionScore | None:
         event_fields={"error_message": failures.shown_reason(reason)},
         error_message=reason,
         completed_at_us=now_us(),
+        **kept,
     )
 
 

@@ -299,6 +299,8 @@ SESSION_WRITERS = env_list("SESSION_WRITERS", "")
 SCORING_LLM_MODEL = os.environ.get("SCORING_LLM_MODEL", "")
 SCORING_LLM_API_BASE = os.environ.get("SCORING_LLM_API_BASE", "") or None
 SCORING_LLM_API_KEY = os.environ.get("SCORING_LLM_API_KEY", "") or None
+# The longest the judge may send nothing: before its reply's first chunk (a local model reads
+# the whole prompt first), and between chunks of the streamed reply (docs/llm.md).
 SCORING_LLM_TIMEOUT_S = env_number("SCORING_LLM_TIMEOUT_S", 120.0)
 SCORING_LLM_MAX_RETRIES = env_number("SCORING_LLM_MAX_RETRIES", 3, int)
 SCORING_LLM_BACKOFF_S = env_number("SCORING_LLM_BACKOFF_S", 1.0)
@@ -353,6 +355,12 @@ SCORING_JOB_TIMEOUT_S = env_number("SCORING_JOB_TIMEOUT_S", 900, int)
 SCORING_WORKERS = env_number("SCORING_WORKERS", 2, int)
 SCORING_CONCURRENCY_PER_WORKER = env_number("SCORING_CONCURRENCY_PER_WORKER", 20, int)
 SCORING_MAX_IN_FLIGHT = env_number("SCORING_MAX_IN_FLIGHT", 200, int)
+# Judge calls the judge model serves at once, across every worker (0: no limit but the above): a
+# local server with one slot answers one request at a time and queues the others, their
+# timeouts running (scoring/judge/pacing.py, docs/llm.md).
+SCORING_JUDGE_CONCURRENCY = env_number("SCORING_JUDGE_CONCURRENCY", 0, int)
+if SCORING_JUDGE_CONCURRENCY < 0:
+    raise ImproperlyConfigured(f"SCORING_JUDGE_CONCURRENCY={SCORING_JUDGE_CONCURRENCY} is too small (at least 0)")
 # How often a worker process with free slots looks for pending scores when no
 # wake-up task arrives (the pending row is the job: scoring/jobs/runtime.py).
 SCORING_WORKER_POLL_S = env_number("SCORING_WORKER_POLL_S", 1.0, float)

@@ -15,11 +15,24 @@ pytestmark = pytest.mark.processes
 READY = "Press Ctrl-C to stop."
 
 
+# A local server's model, as the README's example points a worker at it.
+LOCAL_JUDGE = {
+    "SCORING_LLM_MODEL": "openai/local-judge",
+    "SCORING_LLM_API_BASE": "http://127.0.0.1:8080/v1",
+    "SCORING_LLM_CONTEXT_TOKENS": "32768",
+    "SCORING_LLM_TIMEOUT_S": "900",
+    "SCORING_JUDGE_CONCURRENCY": "1",
+}
+
+
 def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and_worker(tmp_path):
     var_dir = tmp_path / "var"
     screen = tmp_path / "screen.txt"
     env = child_env(
-        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}", PORT=str(free_port()), TARSY_SCORING_VAR_DIR=str(var_dir)
+        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        PORT=str(free_port()),
+        TARSY_SCORING_VAR_DIR=str(var_dir),
+        **LOCAL_JUDGE,
     )
     with screen.open("wb") as output:
         run = subprocess.Popen(
@@ -48,6 +61,13 @@ def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and
         f"tarsy-bot: {len(TARSY_BOT_SAMPLES)}, tarsy-go: {len(TARSY_GO_SAMPLES)}"
     )
     assert loaded in shown.split(READY)[0]
+    # What the worker judges with: the model, its window and where that figure comes from,
+    # the timeouts and the calls at once.
+    banner = shown.split("tarsy-scoring is ready at")[1].split(READY)[0]
+    assert "  Worker:    judge model: openai/local-judge at http://127.0.0.1:8080/v1\n" in banner
+    assert "             context window: 32,768 tokens (SCORING_LLM_CONTEXT_TOKENS; litellm does not list the model)\n" in banner
+    assert "             timeouts: 900 s of silence before or within a reply (SCORING_LLM_TIMEOUT_S); 900 s a scoring" in banner
+    assert "             at once: up to 1 judge call (SCORING_JUDGE_CONCURRENCY=1): 1 job of 2 worker processes" in banner
     stopping = shown.split(READY)[1]
     assert "==> stopping" in stopping and "worker cluster stopped" in stopping
     assert "did not stop" not in stopping

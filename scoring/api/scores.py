@@ -181,7 +181,8 @@ class ScoreSerializer(serializers.ModelSerializer):
             "input_coverage": {
                 "help_text": "The share of the investigation's text the judge saw, 0 to 1: below 1 when the "
                 "middle of long tool results was cut to fit the judge model's context window (the warning "
-                "starting \"input shortened: \" in `warnings` names them); null until the score completes."
+                "starting \"input shortened: \" in `warnings` names them); kept by a score that failed after "
+                "its prompt was fitted; null before that."
             },
             "waiting_reason": {
                 "help_text": "Why a pending score waits before a worker takes it again: the judge "

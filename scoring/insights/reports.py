@@ -21,7 +21,6 @@ fit either), and the report is written from the notes.
 import hashlib
 import logging
 import math
-import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -209,7 +208,7 @@ class _Usage:
 
 def run_claimed_report(report: InsightReport) -> InsightReport | None:
     """Write an in-progress report to its end: completed or failed."""
-    deadline = time.monotonic() + settings.SCORING_REPORT_TIMEOUT_S
+    deadline = llm.Deadline.from_setting("SCORING_REPORT_TIMEOUT_S")
     usage = _Usage()
     try:
         inputs = _load_inputs(report.score_ids)
@@ -264,7 +263,7 @@ class _Text:
 
 
 def _write(
-    inputs: list[ReportInput], *, filters: dict, usage: _Usage, deadline: float, window: int
+    inputs: list[ReportInput], *, filters: dict, usage: _Usage, deadline: llm.Deadline, window: int
 ) -> tuple[str, int]:
     """The report's text and the rounds it took: one call when everything fits the
     window, else parts summarised (as often as needed) and the report written from them."""
@@ -311,7 +310,7 @@ def _chunk_prompt(chunk: list[_Text], notes: bool) -> str:
     return report_prompt.chunk_prompt([t.text for t in chunk], sessions=sum(t.sessions for t in chunk), notes=notes)
 
 
-def _ask(prompt: str, usage: _Usage, deadline: float) -> str:
+def _ask(prompt: str, usage: _Usage, deadline: llm.Deadline) -> str:
     # Patient: a report cannot wait in the queue, so it waits out a quota in place, up to its deadline.
     reply = llm.complete([{"role": "user", "content": prompt}], deadline=deadline, patient=True)
     usage.input_tokens += reply.input_tokens or 0

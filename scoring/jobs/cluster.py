@@ -28,7 +28,7 @@ from django_q.cluster import Cluster
 from django_q.signals import post_spawn
 
 from scoring.jobs import runtime
-from scoring.judge import llm
+from scoring.judge import described, llm
 from scoring.ops import health
 from scoring.tarsy import sync
 
@@ -43,9 +43,12 @@ HEARTBEAT_INTERVAL_S = 10.0
 
 @receiver(post_spawn)
 def start_judge_runtime(sender, proc_name, **kwargs) -> None:
-    """In each new worker process, load the LLM client, then start taking pending
-    scores: a backlog left from before the start runs without any new task."""
+    """In each new worker process, load the LLM client and say what it judges with (model,
+    window, timeouts, calls at once), then start taking pending scores: a backlog left from
+    before the start runs without any new task."""
     llm.preload()
+    for line in described.judge_lines():
+        logger.info("worker process judges with %s", line)
     runtime.get_runtime()
 
 

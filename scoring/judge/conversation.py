@@ -162,6 +162,19 @@ def build_score_prompt(
     )
 
 
+def score_prompt_fitter(session) -> Callable[[int], fitting.FittedPrompt]:
+    """A function that fits ``session``'s turn-1 prompt to a context window (``fitting``), as
+    the judge is sent it: the session rendered once, one boundary token for every window tried.
+    Raises as ``fitting.fit_prompt`` does."""
+    parts = render_investigation_parts(session)
+    token = injection.new_boundary_token()
+
+    def build(investigation: str) -> str:
+        return build_score_prompt(session, boundary_token=token, investigation=investigation)
+
+    return lambda window: fitting.fit_prompt(parts, build, window)
+
+
 def extract_score(reply: str) -> tuple[int | None, str]:
     """Return (score, analysis): the score on the reply's last non-empty line,
     and the reply without that line. The score is None if the last line does
@@ -201,7 +214,7 @@ def run_judge(
     session,
     *,
     on_phase: Callable[[str], None],
-    deadline: float | None = None,
+    deadline: llm.Deadline | None = None,
     transcript: Transcript | None = None,
 ) -> JudgeResult:
     """Hold the two-turn judge conversation about ``session``, recording it in ``transcript``.
@@ -209,37 +222,41 @@ def run_judge(
     ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
     (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
     and ``errors.InputTooLarge`` before any call when the prompt is over
-    SCORING_MAX_INPUT_TOKENS or cannot be fitted to the judge model's window.
+    SCORING_MAX_INPUT_TOKENS or cannot be fitted to the judge model's window; an error
+    raised once the prompt was fitted carries its coverage and warning.
     The prompt is fitted to the window (``fitting``); on a context-length error
     the conversation is held once more, fitted to the window the error taught.
     """
-    parts = render_investigation_parts(session)
-    token = injection.new_boundary_token()
-
-    def build(investigation: str) -> str:
-        return build_score_prompt(session, boundary_token=token, investigation=investigation)
-
+    fit = score_prompt_fitter(session)
     usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
     transcript = transcript if transcript is not None else Transcript()
     transcript.model = settings.SCORING_LLM_MODEL
     transcript.sampling = sampling.judge_sampling()
     window = fitting.context_window()
-    fitted = fitting.fit_prompt(parts, build, window)
+    fitted = fit(window)
     try:
-        return _converse(fitted, usage, on_phase, deadline, transcript)
-    except errors.ContextWindowExceeded as error:
-        smaller = fitting.learn_window(str(error), window)
-        logger.warning(
-            "judge context window exceeded at %s tokens; once more, fitted to %s: %s", window, smaller, error
-        )
-        return _converse(fitting.fit_prompt(parts, build, smaller), usage, on_phase, deadline, transcript)
+        try:
+            return _converse(fitted, usage, on_phase, deadline, transcript)
+        except errors.ContextWindowExceeded as error:
+            smaller = fitting.learn_window(str(error), window)
+            logger.warning(
+                "judge context window exceeded at %s tokens; once more, fitted to %s: %s",
+                window,
+                smaller,
+                error,
+            )
+            fitted = fit(smaller)
+            return _converse(fitted, usage, on_phase, deadline, transcript)
+    except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent
+        error.input_coverage, error.input_warning = fitted.coverage, fitted.warning
+        raise
 
 
 def _converse(
     fitted: fitting.FittedPrompt,
     usage: _Usage,
     on_phase: Callable[[str], None],
-    deadline: float | None,
+    deadline: llm.Deadline | None,
     transcript: Transcript,
 ) -> JudgeResult:
     prompt = fitted.prompt
@@ -341,7 +358,7 @@ def _ask_for_evaluation(
 
 
 def _median_sample(
-    prompt_message: dict, k: int, usage: _Usage, deadline: float | None, transcript: Transcript
+    prompt_message: dict, k: int, usage: _Usage, deadline: llm.Deadline | None, transcript: Transcript
 ) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree. The median is of the samples

@@ -94,6 +94,30 @@ def chat_completion(
     }
 
 
+def completion_chunks(completion: dict, request_body: dict | None, pieces: int = 8) -> list[dict]:
+    """The ``chat.completion.chunk`` events that stream ``completion`` (a ``chat_completion``)
+    as OpenAI sends them: the role, the content in ``pieces`` deltas, the finish reason, and,
+    when the request asked for it (``stream_options.include_usage``), a last chunk with no
+    choices and the usage (every chunk before it then has ``"usage": null``)."""
+    content = completion["choices"][0]["message"]["content"]
+    include_usage = bool(((request_body or {}).get("stream_options") or {}).get("include_usage"))
+    size = max(1, -(-len(content) // max(1, pieces)))
+    deltas = [{"role": "assistant", "content": ""}]
+    deltas += [{"content": content[start : start + size]} for start in range(0, len(content), size)]
+    frame = {"id": completion["id"], "object": "chat.completion.chunk", "created": completion["created"]}
+    frame["model"] = completion["model"]
+    chunks = [{**frame, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas]
+    chunks.append({**frame, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if include_usage:
+        chunks = [{**chunk, "usage": None} for chunk in chunks]
+        chunks.append({**frame, "choices": [], "usage": completion["usage"]})
+    return chunks
+
+
+def wants_stream(request_body: dict | None) -> bool:
+    return bool((request_body or {}).get("stream"))
+
+
 def error_body(message: str, type: str = "server_error", code: str | None = None) -> dict:
     """OpenAI's JSON error body."""
     return {"error": {"message": message, "type": type, "code": code}}
@@ -134,6 +158,38 @@ class ChatHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+    # Server-sent events, as the providers stream a reply: chunked transfer encoding, one
+    # ``data:`` event (with an ``event:`` name, in Anthropic's streams) per chunk.
+
+    def start_event_stream(self, headers: dict[str, str] | None = None) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.flush()
+
+    def send_event(self, data: dict | str, event: str | None = None) -> None:
+        text = data if isinstance(data, str) else json.dumps(data)
+        payload = (f"event: {event}\n" if event else "") + f"data: {text}\n\n"
+        encoded = payload.encode()
+        self.wfile.write(f"{len(encoded):x}\r\n".encode() + encoded + b"\r\n")
+        self.wfile.flush()
+
+    def end_event_stream(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def stream_completion(self, chunks: list[dict], headers: dict[str, str] | None = None) -> None:
+        """An OpenAI chat-completions stream of ``chunks`` (``completion_chunks``), ending in ``[DONE]``."""
+        self.start_event_stream(headers)
+        for chunk in chunks:
+            self.send_event(chunk)
+        self.send_event("[DONE]")
+        self.end_event_stream()
 
 
 class ChatCompletionsServer(ThreadingHTTPServer):
@@ -405,7 +461,11 @@ def serve(host: str = "127.0.0.1", port: int = 0, delay_s: float = DEFAULT_DELAY
 
     def answer(request: ChatRequest, handler: ChatHandler) -> None:
         time.sleep(delay_s)
-        handler.send_json(200, chat_completion(demo_reply(request.messages), request.body))
+        reply = demo_reply(request.messages)
+        if wants_stream(request.body):
+            handler.stream_completion(completion_chunks(chat_completion(reply, request.body), request.body))
+        else:
+            handler.send_json(200, chat_completion(reply, request.body))
 
     server = ChatCompletionsServer((host, port), answer)
     server.serve_in_thread("demo-judge")

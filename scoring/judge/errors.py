@@ -11,6 +11,11 @@ class JudgeLLMError(Exception):
 
     # Whether the failure says something about the provider, for the circuit breaker.
     counts_for_circuit = True
+    # What the judge was sent, when the failure came after the prompt was fitted to its window:
+    # the share of the investigation it held and the warning naming what was cut
+    # (``conversation.run_judge``), kept with the failed score.
+    input_coverage: float | None = None
+    input_warning: str | None = None
 
 
 # Each error takes its message as first argument so that it survives pickling

@@ -74,11 +74,22 @@ _STATED_WINDOW = (
 def context_window() -> int:
     """The judge model's context window in tokens: litellm's model list where it knows the
     model, else SCORING_LLM_CONTEXT_TOKENS; never more than a context-length error taught."""
+    return context_window_and_source()[0]
+
+
+def context_window_and_source() -> tuple[int, str]:
+    """``context_window``, and where the figure came from (said by the worker as it starts)."""
     model = settings.SCORING_LLM_MODEL
-    window = llm.model_input_window() or settings.SCORING_LLM_CONTEXT_TOKENS
+    listed = llm.model_input_window()
+    if listed:
+        window, source = listed, "litellm's model list"
+    else:
+        window, source = settings.SCORING_LLM_CONTEXT_TOKENS, "SCORING_LLM_CONTEXT_TOKENS; litellm does not list the model"
     with _learned_lock:
         learned = _learned_windows.get(model)
-    return min(window, learned) if learned else window
+    if learned and learned < window:
+        return learned, "a context-length error of the provider's"
+    return window, source
 
 
 def learn_window(error_message: str, tried_window: int) -> int:

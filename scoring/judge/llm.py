@@ -13,12 +13,13 @@ import email.utils
 import json
 import logging
 import math
+import queue
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cache
 
@@ -54,6 +55,29 @@ class LLMReply:
     cached_input_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class Deadline:
+    """When a judge job's calls must be over (a ``time.monotonic()`` timestamp), and the
+    setting that set it, so that a job that runs out of time says which limit it met."""
+
+    at: float
+    setting: str  # "SCORING_JOB_TIMEOUT_S", "SCORING_REPORT_TIMEOUT_S"
+    seconds: float
+
+    @classmethod
+    def from_setting(cls, setting: str) -> Deadline:
+        """A job's deadline, ``settings.<setting>`` seconds from now."""
+        seconds = getattr(settings, setting)
+        return cls(time.monotonic() + seconds, setting, seconds)
+
+    def left_s(self) -> float:
+        return self.at - time.monotonic()
+
+    @property
+    def named(self) -> str:
+        return f"{self.setting}={self.seconds:g}"
+
+
 def max_input_chars() -> int:
     """The most characters of a prompt that ``check_input_size`` lets through."""
     return CHARS_PER_TOKEN * settings.SCORING_MAX_INPUT_TOKENS
@@ -73,7 +97,7 @@ def check_input_size(prompt_chars: int) -> None:
 
 # --- One failed attempt, classified -------------------------------------------------------------
 
-RETRYABLE_KINDS = {"timeout", "server", "connection", "unreadable"}
+RETRYABLE_KINDS = {"timeout", "server", "connection", "dropped", "unreadable"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,7 @@ class _Failure:
     status: int | None
     detail: str
     retry_after: float | None = None
+    received_chars: int = 0  # of the reply, streamed before the attempt failed
 
     @property
     def retryable(self) -> bool:
@@ -91,11 +116,18 @@ class _Failure:
     def summary(self) -> str:
         return f"{self.kind.replace('_', ' ')} ({self.status}): {self.detail}"
 
-    def describe(self, attempts: int, timeout: float) -> str:
+    def describe(self, attempts: int) -> str:
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
         match self.kind:
             case "timeout":
-                return f"judge LLM request timed out after {round(timeout, 1):g} s ({tries})"
+                timeout = settings.SCORING_LLM_TIMEOUT_S
+                return (
+                    f"judge LLM request timed out: nothing received for {timeout:g} s "
+                    f"(SCORING_LLM_TIMEOUT_S={timeout:g}){_so_far(self.received_chars)} ({tries})"
+                )
+            case "dropped":
+                so_far = _so_far(self.received_chars)
+                return f"judge LLM reply stream broke off{so_far} ({tries}): {self.detail}"
             case "server":
                 return f"judge LLM provider error ({self.status}) after {tries}: {self.detail}"
             case "connection":
@@ -113,8 +145,13 @@ class _Failure:
                 return f"judge LLM rejected the request ({self.status}): {self.detail}"
 
 
-def _classify(exc: Exception) -> _Failure:
-    """Sort a litellm exception into what we do about it (found by calling a fake provider)."""
+def _so_far(received_chars: int) -> str:
+    return f" after {received_chars:,} characters of its reply" if received_chars else ""
+
+
+def _classify(exc: Exception, streaming: bool) -> _Failure:
+    """Sort a litellm exception into what we do about it (found by calling a fake provider).
+    ``streaming``: it was raised while the reply streamed in (after the response's headers)."""
     import httpx
     import litellm
     import openai
@@ -122,8 +159,11 @@ def _classify(exc: Exception) -> _Failure:
     status = getattr(exc, "status_code", None)
     detail = _provider_detail(exc)
     causes = _cause_chain(exc)
-    if isinstance(exc, litellm.Timeout):
+    # Mid-stream, litellm raises its MidStreamFallbackError (a 503) with httpx's error as the cause.
+    if isinstance(exc, litellm.Timeout) or any(isinstance(cause, httpx.TimeoutException) for cause in causes):
         return _Failure("timeout", status, detail)
+    if streaming and any(isinstance(cause, httpx.TransportError) for cause in causes):
+        return _Failure("dropped", status, detail)
     if isinstance(exc, litellm.ContextWindowExceededError):
         return _Failure("context_window", status, detail)
     if isinstance(exc, litellm.RateLimitError) or status == 429:
@@ -196,8 +236,10 @@ def preload() -> None:
     model = settings.SCORING_LLM_MODEL
     if not model:
         return
+    messages = [{"role": "user", "content": "preload"}]
     try:
-        litellm.completion(model=model, messages=[{"role": "user", "content": "preload"}], mock_response="preload")
+        chunks = list(litellm.completion(model=model, messages=messages, mock_response="preload", **STREAMED))
+        litellm.stream_chunk_builder(chunks, messages=messages)
     except Exception as exc:  # noqa: BLE001 - a warm-up: the judge calls meet the same error, and fail the scoring with it
         logger.warning("could not prepare calls to the judge model %s: %s", model, _provider_detail(exc))
         return
@@ -215,11 +257,11 @@ def _litellm():
     return litellm
 
 
-def complete(messages: list[dict], *, deadline: float | None = None, patient: bool = False) -> LLMReply:
+def complete(messages: list[dict], *, deadline: Deadline | None = None, patient: bool = False) -> LLMReply:
     """Send one chat conversation to the judge model and return its reply.
 
-    ``deadline`` is a ``time.monotonic()`` timestamp by which the call must be
-    over, retries included. Raises ``JudgeLLMError`` (or a subclass) on failure,
+    ``deadline`` is when the call must be over, retries and waits for a slot included.
+    Raises ``JudgeLLMError`` (or a subclass) on failure,
     ``RateLimited`` when the provider's quota says wait longer than the call may wait
     in place: SCORING_LLM_MAX_RETRY_AFTER_S, or with ``patient`` up to the deadline (for
     a turn whose earlier turns would otherwise be asked again).
@@ -237,7 +279,9 @@ def complete(messages: list[dict], *, deadline: float | None = None, patient: bo
 Ask = Callable[[list[dict]], LLMReply]
 
 
-def run_concurrently(conversations: Sequence[Callable[[Ask], object]], *, deadline: float | None = None) -> list:
+def run_concurrently(
+    conversations: Sequence[Callable[[Ask], object]], *, deadline: Deadline | None = None
+) -> list:
     """Run each of ``conversations`` on a thread of its own, all at once; return what each
     returned, or the exception it raised, in the order given.
 
@@ -302,6 +346,18 @@ def takes_cache_breakpoints() -> bool:
     return supports_anthropic_cache_control(settings.SCORING_LLM_MODEL, None)
 
 
+def cost_usd_of(input_tokens: int, output_tokens: int) -> Decimal | None:
+    """What the judge model's provider charges for these tokens, by litellm's price list (the
+    local copy), no cache discount; None when it has no price for the model."""
+    try:
+        prompt_cost, completion_cost = _litellm().cost_per_token(
+            model=settings.SCORING_LLM_MODEL, prompt_tokens=input_tokens, completion_tokens=output_tokens
+        )
+    except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
+        return None
+    return Decimal(str(prompt_cost)) + Decimal(str(completion_cost))
+
+
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
@@ -329,11 +385,14 @@ def release_db_connection() -> None:
         connection.close()
 
 
-def _complete_with_retries(model: str, messages: list[dict], deadline: float | None, patient: bool) -> LLMReply:
-    """One judge call with its retries, each attempt in its turn (``pacing``). A 429 uses up
-    no retry: every call to the model waits as the provider says (``pacing.hold``), this one
-    in place up to SCORING_LLM_MAX_RETRY_AFTER_S in all (or with ``patient`` to the deadline);
-    a longer wait raises ``RateLimited``, so that the scoring waits in the queue, holding no slot."""
+def _complete_with_retries(
+    model: str, messages: list[dict], deadline: Deadline | None, patient: bool
+) -> LLMReply:
+    """One judge call with its retries, each attempt in its turn (``pacing``) and on a free
+    judge slot (``pacing.call_slots``, SCORING_JUDGE_CONCURRENCY). A 429 uses up no retry:
+    every call to the model waits as the provider says (``pacing.hold``), this one in place
+    up to SCORING_LLM_MAX_RETRY_AFTER_S in all (or with ``patient`` to the deadline); a longer
+    wait raises ``RateLimited``, so that the scoring waits in the queue, holding no slot."""
     max_attempts = 1 + settings.SCORING_LLM_MAX_RETRIES
     failure: _Failure | None = None
     failed_attempts = 0  # 429s not counted
@@ -343,11 +402,19 @@ def _complete_with_retries(model: str, messages: list[dict], deadline: float | N
     prompt_tokens = estimated_tokens(sum(len(str(message.get("content") or "")) for message in messages))
     while True:
         waited_for_quota_s += _wait_for_turn(model, prompt_tokens, in_place_limit_s - waited_for_quota_s, deadline, failure)
-        timeout = _attempt_timeout(deadline, failed_attempts, failure)
+        if deadline is not None and deadline.left_s() <= 0:
+            raise _deadline_reached(deadline, failure, failed_attempts, "before the call was sent")
+        # The request's own timeout starts once it has a slot: waiting for one is not the judge's slowness.
+        slots = _take_slot(deadline, failure, failed_attempts)
         try:
-            return _complete_once(model, messages, timeout, failed_attempts + 1)
+            return _complete_once(model, messages, deadline, failed_attempts + 1)
         except _AttemptFailed as failed:
+            if failed.failure.kind == "deadline":
+                raise _deadline_reached(deadline, failure, failed_attempts, failed.failure.detail) from None
             failure = failed.failure
+        finally:
+            if slots is not None:
+                slots.release()
         if failure.kind == "rate_limited":
             rate_limits += 1
             wait = _quota_wait_s(rate_limits, failure)
@@ -356,12 +423,12 @@ def _complete_with_retries(model: str, messages: list[dict], deadline: float | N
             continue
         failed_attempts += 1
         if not failure.retryable:
-            raise _error_for(failure, failed_attempts, timeout)
+            raise _error_for(failure, failed_attempts)
         if failed_attempts == max_attempts:
-            raise _error_for(failure, max_attempts, timeout)
+            raise _error_for(failure, max_attempts)
         wait = _backoff_s(failed_attempts, failure)
-        if deadline is not None and time.monotonic() + wait >= deadline:
-            raise _deadline_reached(failure, failed_attempts, timeout)
+        if deadline is not None and wait >= deadline.left_s():
+            raise _deadline_reached(deadline, failure, failed_attempts)
         logger.warning(
             "judge LLM attempt %d/%d failed, %s; retrying in %.2f s",
             failed_attempts,
@@ -372,13 +439,28 @@ def _complete_with_retries(model: str, messages: list[dict], deadline: float | N
         time.sleep(wait)
 
 
+def _take_slot(deadline: Deadline | None, failure: _Failure | None, attempts: int):
+    """Wait for a free judge slot (``pacing.call_slots``) and return the slots it was taken
+    from, for the caller to give back (None: no limit); raise ``DeadlineReached`` at the deadline."""
+    slots = pacing.call_slots()
+    if slots is None:
+        return None
+    if slots.acquire(timeout=None if deadline is None else max(0.0, deadline.left_s())):
+        if deadline is None or deadline.left_s() > 0:
+            return slots
+        slots.release()
+    concurrency = settings.SCORING_JUDGE_CONCURRENCY
+    waiting = f"while waiting for a free judge slot (SCORING_JUDGE_CONCURRENCY={concurrency})"
+    raise _deadline_reached(deadline, failure, attempts, waiting)
+
+
 def _wait_for_turn(
-    model: str, prompt_tokens: int, longest_wait_s: float, deadline: float | None, failure: _Failure | None
+    model: str, prompt_tokens: int, longest_wait_s: float, deadline: Deadline | None, failure: _Failure | None
 ) -> float:
     """Wait for this attempt's turn (``pacing.take_turn``) and return how long that was; raise
     ``RateLimited`` when the turn is further away than ``longest_wait_s`` or the deadline."""
     if deadline is not None:
-        longest_wait_s = min(longest_wait_s, deadline - time.monotonic())
+        longest_wait_s = min(longest_wait_s, deadline.left_s())
     wait = pacing.take_turn(model, prompt_tokens, longest_wait_s=max(0.0, longest_wait_s))
     release_db_connection()
     if wait > 0 and wait > longest_wait_s:
@@ -408,22 +490,17 @@ def _quota_message(failure: _Failure) -> str:
     return f"judge LLM rate-limited (429): the provider's quota is used up for now: {failure.detail}"
 
 
-def _attempt_timeout(deadline: float | None, attempts_made: int, failure: _Failure | None) -> float:
-    timeout = settings.SCORING_LLM_TIMEOUT_S
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _deadline_reached(failure, attempts_made, timeout)
-    return min(timeout, left)
-
-
-def _deadline_reached(failure: _Failure | None, attempts: int, timeout: float) -> JudgeLLMError:
+def _deadline_reached(
+    deadline: Deadline, failure: _Failure | None, attempts: int, doing: str = ""
+) -> JudgeLLMError:
+    """The error of a call whose job's ``deadline`` passed, naming the setting that set it:
+    what the call was ``doing`` then, and its last failed attempt (``failure``, of ``attempts``)."""
     if failure is not None and failure.kind == "rate_limited":
         return RateLimited(_quota_message(failure))
-    message = "scoring deadline reached before the judge LLM answered"
+    message = f"scoring deadline reached before the judge LLM answered: {deadline.named} s ran out"
+    message += f" {doing}" if doing else ""
     if failure is not None:
-        message += ": " + failure.describe(attempts, timeout)
+        message += "; the last failed attempt: " + failure.describe(attempts)
     # Failed attempts before the deadline count against the provider; running out of time alone does not.
     return DeadlineReached(message, provider_failed=failure is not None)
 
@@ -434,8 +511,8 @@ def _backoff_s(attempt: int, failure: _Failure) -> float:
     return settings.SCORING_LLM_BACKOFF_S * 2 ** (attempt - 1)
 
 
-def _error_for(failure: _Failure, attempts: int, timeout: float) -> JudgeLLMError:
-    message = failure.describe(attempts, timeout)
+def _error_for(failure: _Failure, attempts: int) -> JudgeLLMError:
+    message = failure.describe(attempts)
     return ContextWindowExceeded(message) if failure.kind == "context_window" else JudgeLLMError(message)
 
 
@@ -445,15 +522,33 @@ class _AttemptFailed(Exception):
         self.failure = failure
 
 
-def _complete_once(model: str, messages: list[dict], timeout: float, attempt: int) -> LLMReply:
-    litellm = _litellm()
-    import openai
+# Every request asks for its reply streamed, with the usage in the stream's last chunk: the
+# timeout (SCORING_LLM_TIMEOUT_S) is then the longest silence, so that a slow model that keeps
+# writing is not cut off (docs/llm.md, "Timeouts and the job deadline").
+STREAMED = {"stream": True, "stream_options": {"include_usage": True}}
+# An attempt's read timeout runs this much past its job's deadline, so that the deadline, not
+# the timeout, ends an attempt that the deadline cuts short (and the message names it).
+DEADLINE_GRACE_S = 1.0
+# What a server answers a streamed request with when it does not stream (a JSON body, a proxy's
+# page): litellm makes an empty reply of it, so it is told apart by its type.
+NOT_A_STREAM = ("application/json", "text/html", "text/plain")
 
-    if logger.isEnabledFor(logging.DEBUG):
-        logger.debug("judge LLM request to %s: %s", model, _truncate(json.dumps(messages), LOG_TEXT_LIMIT))
-    started = time.monotonic()
-    try:
-        response = litellm.completion(
+
+class _Stream:
+    """One attempt's streamed reply, as it comes in (read on a thread of its own when the call
+    has a deadline, so that the deadline ends the attempt to the moment)."""
+
+    def __init__(self):
+        self.chunks: list = []
+        self.chars = 0
+        self.started = False  # the response's headers came: what fails now fails mid-stream
+        self.content_type = ""
+        # Set when the deadline ended the attempt: the reading thread stops at the next chunk
+        # and closes the stream, so that the judge stops writing a reply no one waits for.
+        self.abandoned = False
+
+    def read(self, litellm, model: str, messages: list[dict], timeout: float):
+        stream = litellm.completion(
             model=model,
             messages=messages,
             api_base=settings.SCORING_LLM_API_BASE,
@@ -462,12 +557,59 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
             max_retries=0,  # the provider SDK's retries
             num_retries=0,  # litellm's retries
             **sampling.judge_sampling().request_params(),
+            **STREAMED,
         )
+        self.started = True
+        headers = (getattr(stream, "_hidden_params", None) or {}).get("additional_headers") or {}
+        self.content_type = headers.get(ANSWER_HEADER_PREFIX + "content-type", "")
+        if self.content_type.startswith(NOT_A_STREAM):
+            return None
+        for chunk in stream:
+            if self.abandoned:
+                close = getattr(stream.completion_stream, "close", None)  # the provider SDK's stream
+                if close is not None:
+                    close()
+                return None
+            self.chunks.append(chunk)
+            if chunk.choices:
+                self.chars += len(chunk.choices[0].delta.content or "")
+        return litellm.stream_chunk_builder(self.chunks, messages=messages)
+
+
+def _complete_once(model: str, messages: list[dict], deadline: Deadline | None, attempt: int) -> LLMReply:
+    litellm = _litellm()
+    import openai
+
+    if logger.isEnabledFor(logging.DEBUG):
+        logger.debug("judge LLM request to %s: %s", model, _truncate(json.dumps(messages), LOG_TEXT_LIMIT))
+    timeout = settings.SCORING_LLM_TIMEOUT_S
+    if deadline is not None:
+        timeout = min(timeout, deadline.left_s() + DEADLINE_GRACE_S)
+    started = time.monotonic()
+    stream = _Stream()
+    try:
+        if deadline is None:
+            response = stream.read(litellm, model, messages, timeout)
+        else:
+            response = _by_deadline(lambda: stream.read(litellm, model, messages, timeout), deadline)
+    except _DeadlinePassed:
+        stream.abandoned = True
+        metrics.observe_llm_call(time.monotonic() - started, "deadline")
+        doing = (
+            f"while the reply was streaming in ({stream.chars:,} characters so far)"
+            if stream.chunks
+            else f"while waiting {time.monotonic() - started:,.1f} s for the reply's first chunk"
+        )
+        raise _AttemptFailed(_Failure("deadline", None, doing, received_chars=stream.chars)) from None
     except openai.OpenAIError as exc:  # every litellm exception derives from it
         _learn_announced_limits(model, getattr(exc, "litellm_response_headers", None))  # a 429's too
-        failure = _classify(exc)
+        failure = replace(_classify(exc, stream.started), received_chars=stream.chars)
         metrics.observe_llm_call(time.monotonic() - started, failure.kind)
         raise _AttemptFailed(failure) from exc
+    if response is None:
+        metrics.observe_llm_call(time.monotonic() - started, "unreadable")
+        detail = f"a streamed reply was asked for, and the answer was {stream.content_type or 'empty'}"
+        raise _AttemptFailed(_Failure("unreadable", None, detail))
     metrics.observe_llm_call(time.monotonic() - started, "ok")
     hidden_params = getattr(response, "_hidden_params", None) or {}
     _learn_announced_limits(model, hidden_params.get("additional_headers"), ANSWER_HEADER_PREFIX)
@@ -485,6 +627,34 @@ def _complete_once(model: str, messages: list[dict], timeout: float, attempt: in
     logger.debug("judge LLM reply: %s", _truncate(content, LOG_TEXT_LIMIT))
     cost_usd = _cost_usd(hidden_params)
     return LLMReply(content, input_tokens, output_tokens, cost_usd, model, cached_input_tokens)
+
+
+class _DeadlinePassed(Exception):
+    pass
+
+
+def _by_deadline(read: Callable[[], object], deadline: Deadline):
+    """What ``read()`` returns or raises, run on a thread of its own; ``_DeadlinePassed`` when
+    it has not ended by ``deadline``. The thread left behind ends at the stream's next chunk
+    (``_Stream.abandoned``) or within DEADLINE_GRACE_S, at its read timeout, and its outcome
+    is dropped."""
+    outcome: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            outcome.put((True, read()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, which raises it
+            outcome.put((False, exc))
+
+    context = contextvars.copy_context()  # so that its log lines name the score
+    threading.Thread(target=context.run, args=(run,), name="judge-stream", daemon=True).start()
+    try:
+        ended, value = outcome.get(timeout=max(0.0, deadline.left_s()))
+    except queue.Empty:
+        raise _DeadlinePassed() from None
+    if not ended:
+        raise value
+    return value
 
 
 def _read_response(response) -> tuple[str, int | None, int | None, int | None]:

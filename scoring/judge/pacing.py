@@ -1,6 +1,7 @@
-"""When a judge call may start: pacing per model, shared by every worker process and host.
+"""When a judge call may start: pacing per model, shared by every worker process and host,
+and how many calls may be in flight at once (``jobs_in_flight_limit``, ``call_slots``).
 
-Two rules, kept in the ``judge_pacing`` table (one row per model; docs/llm.md, "Pacing"):
+Two pacing rules, kept in the ``judge_pacing`` table (one row per model; docs/llm.md, "Pacing"):
 
 - When the provider tells one call to wait (a 429 with ``Retry-After``), every call to that
   model waits as long (``hold``): the fleet stops together instead of each call finding
@@ -21,6 +22,7 @@ reads the row at most every NOT_BEFORE_READ_S per process.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from functools import cache
@@ -45,6 +47,29 @@ ANNOUNCED_LIMIT_SHARE = 0.95
 # model -> (requests, tokens) a minute, the provider's last announcement of each seen by this
 # process (0: none). Every process learns them from its own first answer or 429.
 _announced: dict[str, tuple[int, int]] = {}
+
+
+def jobs_in_flight_limit() -> int:
+    """Judge jobs (scorings, reports) that may be in progress at once across every worker:
+    SCORING_MAX_IN_FLIGHT, and with SCORING_JUDGE_CONCURRENCY set no more than the judge serves
+    at once, each scoring sending SCORING_JUDGE_SAMPLES calls at once (one job at least).
+    Jobs beyond it wait in the queue, where no deadline or timeout of theirs runs."""
+    limit = settings.SCORING_MAX_IN_FLIGHT
+    if settings.SCORING_JUDGE_CONCURRENCY:
+        limit = min(limit, max(1, settings.SCORING_JUDGE_CONCURRENCY // settings.SCORING_JUDGE_SAMPLES))
+    return limit
+
+
+def call_slots() -> threading.BoundedSemaphore | None:
+    """The slots a judge call of this process takes while it is sent (None: no limit). With
+    jobs bounded by ``jobs_in_flight_limit``, only a scoring whose samples outnumber
+    SCORING_JUDGE_CONCURRENCY has calls that wait here: the one scoring in flight anywhere."""
+    return _slots(settings.SCORING_JUDGE_CONCURRENCY) if settings.SCORING_JUDGE_CONCURRENCY else None
+
+
+@cache
+def _slots(concurrency: int) -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(concurrency)
 
 
 def learn_limits(model: str, requests_per_min: int | None, tokens_per_min: int | None) -> None:

@@ -5,6 +5,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from tests.support.fake_llm import (
     Malformed,
     Reply,
     Together,
+    Unstreamed,
     context_length_exceeded,
     rate_limited,
     unauthorized,
@@ -38,6 +40,21 @@ MESSAGES = [
     {"role": "assistant", "content": "Total score: 40"},
     {"role": "user", "content": "Which tools were missing?"},
 ]
+
+
+def deadline_in(seconds: float) -> llm.Deadline:
+    """A scoring's deadline, as if SCORING_JOB_TIMEOUT_S were ``seconds``."""
+    return llm.Deadline(time.monotonic() + seconds, "SCORING_JOB_TIMEOUT_S", seconds)
+
+
+@pytest.fixture
+def warm_judge_llm(judge_llm):
+    """The fake judge, after one call: a process's first call loads much of litellm (seconds on
+    a busy machine, holding the interpreter), which a worker process does as it starts
+    (``llm.preload``) and a test timing a deadline must not count."""
+    llm.complete(MESSAGES)
+    judge_llm.reset()
+    return judge_llm
 
 
 def gaps(requests) -> list[float]:
@@ -239,8 +256,160 @@ def test_hanging_server_times_out_on_every_attempt(judge_llm, settings):
     with pytest.raises(errors.JudgeLLMError) as raised:
         llm.complete(MESSAGES)
 
-    assert str(raised.value) == "judge LLM request timed out after 0.5 s (2 attempts)"
+    assert str(raised.value) == (
+        "judge LLM request timed out: nothing received for 0.5 s (SCORING_LLM_TIMEOUT_S=0.5) (2 attempts)"
+    )
     assert len(judge_llm.requests) == 2
+
+
+# --- Streamed replies: the timeout is the longest silence ---------------------------------------
+
+
+def test_every_request_asks_for_its_reply_streamed_with_the_usage(judge_llm):
+    llm.complete(MESSAGES)
+
+    [request] = judge_llm.requests
+    assert request.body["stream"] is True
+    assert request.body["stream_options"] == {"include_usage": True}
+
+
+def test_a_slow_model_that_keeps_writing_is_not_cut_off_by_the_timeout(judge_llm, settings):
+    settings.SCORING_LLM_TIMEOUT_S = 0.5
+    # Nine events 0.25 s apart: over 2 s in all, four times the timeout, never 0.5 s of silence.
+    judge_llm.push(Reply("A slow but steady analysis.\n\n70", chunk_delay=0.25, prompt_tokens=900, completion_tokens=9))
+
+    started = time.monotonic()
+    reply = llm.complete(MESSAGES)
+
+    assert time.monotonic() - started > 2
+    assert (reply.content, reply.input_tokens, reply.output_tokens) == ("A slow but steady analysis.\n\n70", 900, 9)
+    assert len(judge_llm.requests) == 1
+
+
+def test_a_stream_that_stalls_times_out_naming_the_setting_and_what_came(judge_llm, settings):
+    settings.SCORING_LLM_TIMEOUT_S = 0.5
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    # Events: the role, then pieces of 10 characters; silence after the third.
+    judge_llm.set_default(Reply("x" * 80, stall_after=3))
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value) == (
+        "judge LLM request timed out: nothing received for 0.5 s (SCORING_LLM_TIMEOUT_S=0.5) "
+        "after 20 characters of its reply (2 attempts)"
+    )
+    assert len(judge_llm.requests) == 2
+
+
+def test_a_stalled_stream_is_retried(judge_llm, settings):
+    settings.SCORING_LLM_TIMEOUT_S = 0.5
+    judge_llm.push(Reply("x" * 80, stall_after=3), Reply("Total score: 70"))
+
+    assert llm.complete(MESSAGES).content == "Total score: 70"
+
+
+def test_a_dropped_stream_is_retried_and_said_to_have_broken_off(judge_llm, settings):
+    judge_llm.push(Reply("x" * 80, drop_after=4), Reply("Total score: 70"))
+    assert llm.complete(MESSAGES).content == "Total score: 70"
+
+    settings.SCORING_LLM_MAX_RETRIES = 1
+    judge_llm.set_default(Reply("x" * 80, drop_after=4))
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+    assert str(raised.value).startswith(
+        "judge LLM reply stream broke off after 30 characters of its reply (2 attempts): "
+    )
+    assert "incomplete chunked read" in str(raised.value)
+
+
+def test_the_deadline_ends_a_reply_still_streaming_and_names_its_setting(warm_judge_llm, settings):
+    judge_llm = warm_judge_llm
+    settings.SCORING_LLM_TIMEOUT_S = 5
+    judge_llm.set_default(Reply("x" * 80, chunk_delay=0.4))
+
+    started = time.monotonic()
+    with pytest.raises(errors.DeadlineReached) as raised:
+        llm.complete(MESSAGES, deadline=deadline_in(1))
+
+    assert 1 <= time.monotonic() - started < 1.5  # not the 5 s of SCORING_LLM_TIMEOUT_S
+    assert re.fullmatch(
+        r"scoring deadline reached before the judge LLM answered: SCORING_JOB_TIMEOUT_S=1 s ran out "
+        r"while the reply was streaming in \(\d0 characters so far\)",
+        str(raised.value),
+    )
+    # The reply no one waits for is not read to its end: the judge's next write finds the stream closed.
+    deadline = time.monotonic() + 3
+    while not judge_llm.streams_cut and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert judge_llm.streams_cut == 1
+
+
+def test_usage_and_cache_reads_come_from_the_streams_last_event(judge_llm, settings):
+    judge_llm.push(Reply("Total score: 62", prompt_tokens=5000, completion_tokens=56, cached_tokens=4096))
+    reply = llm.complete(MESSAGES)
+    assert (reply.input_tokens, reply.output_tokens, reply.cached_input_tokens) == (5000, 56, 4096)
+
+    # Anthropic's stream: the input usage in message_start, the output in message_delta.
+    settings.SCORING_LLM_MODEL = "anthropic/claude-sonnet-4-5"
+    settings.SCORING_LLM_API_BASE = judge_llm.url
+    judge_llm.push(Reply("Total score: 62", prompt_tokens=5000, completion_tokens=56, cached_tokens=4096))
+    reply = llm.complete(MESSAGES)
+    assert (reply.input_tokens, reply.output_tokens, reply.cached_input_tokens) == (5000, 56, 4096)
+    assert reply.cost_usd > 0
+    assert judge_llm.requests[-1].body["stream"] is True
+
+
+def test_a_server_that_does_not_stream_is_an_unreadable_answer(judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRIES = 0
+    judge_llm.set_default(Unstreamed("Total score: 70"))
+
+    with pytest.raises(errors.JudgeLLMError) as raised:
+        llm.complete(MESSAGES)
+
+    assert str(raised.value) == (
+        "judge LLM returned an unreadable response after 1 attempt: "
+        "a streamed reply was asked for, and the answer was application/json"
+    )
+
+
+# --- How many calls at once: SCORING_JUDGE_CONCURRENCY ------------------------------------------
+
+
+def test_one_judge_slot_sends_one_call_at_a_time_and_no_timeout_runs_while_a_call_waits_for_it(
+    judge_llm, settings
+):
+    settings.SCORING_JUDGE_CONCURRENCY = 1
+    settings.SCORING_LLM_TIMEOUT_S = 0.5
+    judge_llm.set_default(Reply("ok", delay=0.3))
+
+    outcomes = llm.run_concurrently([lambda ask: ask(MESSAGES).content] * 3)
+
+    # The third call waited 0.6 s for the slot, past its 0.5 s timeout, and was answered.
+    assert outcomes == ["ok"] * 3
+    assert all(gap >= 0.3 for gap in gaps(judge_llm.requests))
+
+
+def test_without_a_limit_the_calls_go_at_once(judge_llm, settings):
+    settings.SCORING_JUDGE_CONCURRENCY = 0
+    judge_llm.set_default(Together([Reply("ok")] * 3, timeout=5))
+
+    assert llm.run_concurrently([lambda ask: ask(MESSAGES).content] * 3) == ["ok"] * 3
+
+
+def test_the_deadline_ends_a_wait_for_a_slot_and_says_so(warm_judge_llm, settings):
+    judge_llm = warm_judge_llm
+    settings.SCORING_JUDGE_CONCURRENCY = 1
+    judge_llm.set_default(Reply("ok", delay=2))
+
+    outcomes = llm.run_concurrently([lambda ask: ask(MESSAGES).content] * 2, deadline=deadline_in(1))
+
+    ran_out = "scoring deadline reached before the judge LLM answered: SCORING_JOB_TIMEOUT_S=1 s ran out while"
+    assert sorted(str(outcome) for outcome in outcomes) == [
+        f"{ran_out} waiting 1.0 s for the reply's first chunk",  # the call sent
+        f"{ran_out} waiting for a free judge slot (SCORING_JUDGE_CONCURRENCY=1)",  # the call never sent
+    ]
+    assert len(judge_llm.requests) == 1  # the other waited for the slot to its end
 
 
 def test_connection_refused_is_retried_then_reported(judge_llm, settings):
@@ -287,32 +456,46 @@ def test_context_window_error_is_not_retried(judge_llm):
     assert len(judge_llm.requests) == 1
 
 
-def test_deadline_caps_the_request_timeout(judge_llm):
+def test_the_deadline_ends_a_call_waiting_for_its_first_chunk_and_names_its_setting(warm_judge_llm):
+    judge_llm = warm_judge_llm
     judge_llm.set_default(Hang(30))
 
+    started = time.monotonic()
     with pytest.raises(errors.DeadlineReached) as raised:
-        llm.complete(MESSAGES, deadline=time.monotonic() + 0.5)
+        llm.complete(MESSAGES, deadline=deadline_in(0.5))
 
+    assert 0.5 <= time.monotonic() - started < 1.5
     assert len(judge_llm.requests) == 1
     assert str(raised.value) == (
-        "scoring deadline reached before the judge LLM answered: "
-        "judge LLM request timed out after 0.5 s (1 attempt)"
+        "scoring deadline reached before the judge LLM answered: SCORING_JOB_TIMEOUT_S=0.5 s ran out "
+        "while waiting 0.5 s for the reply's first chunk"
     )
+    assert raised.value.counts_for_circuit is False  # running out of time says nothing of the provider
 
 
 def test_no_retry_wait_past_the_deadline(judge_llm, settings):
     settings.SCORING_LLM_BACKOFF_S = 60
     judge_llm.set_default(Error(500, "boom"))
 
-    with pytest.raises(errors.DeadlineReached, match=r"provider error \(500\) after 1 attempt: boom"):
-        llm.complete(MESSAGES, deadline=time.monotonic() + 5)
+    with pytest.raises(errors.DeadlineReached) as raised:
+        llm.complete(MESSAGES, deadline=deadline_in(5))
+
+    assert str(raised.value) == (
+        "scoring deadline reached before the judge LLM answered: SCORING_JOB_TIMEOUT_S=5 s ran out; "
+        "the last failed attempt: judge LLM provider error (500) after 1 attempt: boom"
+    )
 
     assert len(judge_llm.requests) == 1
 
 
 def test_passed_deadline_sends_nothing(judge_llm):
-    with pytest.raises(errors.DeadlineReached, match="^scoring deadline reached"):
-        llm.complete(MESSAGES, deadline=time.monotonic() - 1)
+    with pytest.raises(errors.DeadlineReached) as raised:
+        llm.complete(MESSAGES, deadline=deadline_in(-1))
+
+    assert str(raised.value) == (
+        "scoring deadline reached before the judge LLM answered: SCORING_JOB_TIMEOUT_S=-1 s ran out "
+        "before the call was sent"
+    )
 
     assert judge_llm.requests == []
 
@@ -520,7 +703,7 @@ def test_preload_leaves_little_for_a_processs_first_judge_call_to_load(judge_llm
     code = (
         "import json, sys, django; django.setup(); from scoring.judge import llm; llm.preload(); "
         "before = set(sys.modules); "
-        "llm._complete_once(llm.settings.SCORING_LLM_MODEL, [{'role': 'user', 'content': 'hi'}], 2, 1); "
+        "llm._complete_once(llm.settings.SCORING_LLM_MODEL, [{'role': 'user', 'content': 'hi'}], None, 1); "
         "print(json.dumps(sorted(set(sys.modules) - before)))"
     )
     env = {**os.environ, **judge_llm.env(), "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings"}

@@ -8,6 +8,11 @@ requests report the repeated prefix in ``usage.prompt_tokens_details.cached_toke
 Anthropic's Messages API (``POST /v1/messages``, for litellm's ``anthropic/`` models with
 ``api_base`` set to the server's URL without ``/v1``) caches only up to a ``cache_control``
 block and reports ``cache_read_input_tokens`` / ``cache_creation_input_tokens``.
+A request with ``"stream": true`` gets its reply as the provider streams it (server-sent
+events: OpenAI's ``chat.completion.chunk`` events with the usage last when
+``stream_options.include_usage`` asks for it, Anthropic's ``message_start`` ...
+``message_stop``), and a ``Reply`` can stream slowly (``chunk_delay``) or drop its stream
+half-way (``drop_after``).
 
     fake_llm.push(Error(429, headers={"Retry-After": "1"}), Reply("Total score: 70"))
 
@@ -43,10 +48,13 @@ from scoring.judge.demo_judge import (
     ChatHandler,
     ChatRequest,
     chat_completion,
+    completion_chunks,
     error_body,
+    wants_stream,
 )
 
 DEFAULT_REPLY_TEXT = "This is the fake judge's reply."
+STREAM_PIECES = 8
 
 
 # --- Steps: what the server does with one request ------------------------------------------
@@ -54,10 +62,18 @@ DEFAULT_REPLY_TEXT = "This is the fake judge's reply."
 
 @dataclass(frozen=True)
 class Reply:
-    """A chat.completion with ``content`` ("" for an empty reply), after ``delay`` seconds."""
+    """A chat.completion with ``content`` ("" for an empty reply), after ``delay`` seconds.
+
+    Streamed (to a request that asks for it): in ``STREAM_PIECES`` pieces of content, each
+    ``chunk_delay`` seconds after the one before, as a model writes; after ``drop_after``
+    events the connection closes before the stream's end; after ``stall_after`` events
+    nothing more comes (as ``Hang``)."""
 
     content: str = DEFAULT_REPLY_TEXT
     delay: float = 0.0
+    chunk_delay: float = 0.0
+    drop_after: int | None = None
+    stall_after: int | None = None
     prompt_tokens: int | None = None  # default: a rough count of the request's characters
     completion_tokens: int | None = None
     cached_tokens: int | None = None  # default: what the server's prompt cache holds of the request
@@ -89,7 +105,7 @@ class CloseConnection:
 
 @dataclass(frozen=True)
 class Malformed:
-    """A 200 response whose JSON body is cut off half-way."""
+    """A 200 response whose JSON body is cut off half-way (streamed: its first event's)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +113,15 @@ class Garbage:
     """A 200 response whose body is not JSON at all."""
 
 
-Step = Reply | Error | Hang | CloseConnection | Malformed | Garbage
+@dataclass(frozen=True)
+class Unstreamed:
+    """A whole chat.completion as JSON, whether the request asked for a stream or not: a
+    server that does not stream."""
+
+    content: str = DEFAULT_REPLY_TEXT
+
+
+Step = Reply | Error | Hang | CloseConnection | Malformed | Garbage | Unstreamed
 
 
 class Together:
@@ -389,6 +413,8 @@ class FakeLLMServer:
         self.prompt_cache = PromptCache()
         self.tokenizer: ModelTokenizer | None = None
         self._thread: threading.Thread | None = None
+        # Streamed replies the client stopped reading before their end (it closed the connection).
+        self.streams_cut = 0
 
     @property
     def url(self) -> str:
@@ -445,6 +471,7 @@ class FakeLLMServer:
             self._release.set()
             self._release = threading.Event()
             self.tokenizer = None
+            self.streams_cut = 0
         self.prompt_cache.clear()
 
     def _answer(self, request: ChatRequest, handler: ChatHandler) -> None:
@@ -466,9 +493,26 @@ class FakeLLMServer:
         if step.delay:
             release.wait(step.delay)
         if anthropic:
-            handler.send_json(200, self._anthropic_message(step, request.body or {}), step.headers)
+            message = self._anthropic_message(step, request.body or {})
+            if wants_stream(request.body):
+                self._stream(handler, step, release, _anthropic_events(message))
+            else:
+                handler.send_json(200, message, step.headers)
         else:
-            handler.send_json(200, self._completion(step, request.body), step.headers)
+            completion = self._completion(step, request.body)
+            if wants_stream(request.body):
+                chunks = completion_chunks(completion, request.body, STREAM_PIECES)
+                self._stream(handler, step, release, [(None, chunk) for chunk in chunks] + [(None, "[DONE]")])
+            else:
+                handler.send_json(200, completion, step.headers)
+
+    def _stream(self, handler: ChatHandler, reply: Reply, release: threading.Event, events: list) -> None:
+        try:
+            _stream(handler, reply, release, events)
+        except (BrokenPipeError, ConnectionResetError):
+            with self._lock:
+                self.streams_cut += 1
+            raise
 
     def _tokenize(self, request: ChatRequest, handler: ChatHandler) -> None:
         tokenizer = self.tokenizer
@@ -540,6 +584,59 @@ def _anthropic_headers(headers: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _stream(
+    handler: ChatHandler, reply: Reply, release: threading.Event, events: list[tuple[str | None, dict | str]]
+) -> None:
+    """Send ``events`` ((event name, data) each) as server-sent events, ``reply.chunk_delay``
+    apart; after ``reply.drop_after`` of them drop the connection instead of ending the stream,
+    after ``reply.stall_after`` send nothing more (until the test ends)."""
+    handler.start_event_stream(reply.headers)
+    for sent, (event, data) in enumerate(events):
+        if sent == reply.stall_after:
+            release.wait(Hang.seconds)
+        if sent in (reply.drop_after, reply.stall_after):
+            handler.close_connection = True
+            return
+        if sent and reply.chunk_delay:
+            release.wait(reply.chunk_delay)
+        handler.send_event(data, event)
+    handler.end_event_stream()
+
+
+def _anthropic_events(message: dict) -> list[tuple[str, dict]]:
+    """Anthropic's Messages API stream of ``message`` (an ``_anthropic_message``): the message
+    with its input usage, the text block in pieces, then the stop reason and output usage."""
+    text = message["content"][0]["text"]
+    size = max(1, -(-len(text) // STREAM_PIECES))
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    events = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("ping", {"type": "ping"}),
+    ]
+    events += [
+        (
+            "content_block_delta",
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text[at : at + size]}},
+        )
+        for at in range(0, len(text), size)
+    ]
+    events += [
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return events
+
+
 def _perform(step: Step, body: dict | None, release: threading.Event, handler: ChatHandler) -> None:
     """Every step but a Reply, which the server answers with its prompt cache."""
     match step:
@@ -550,9 +647,16 @@ def _perform(step: Step, body: dict | None, release: threading.Event, handler: C
             handler.close_connection = True
         case CloseConnection():
             handler.close_connection = True
+        case Malformed() if wants_stream(body):
+            text = json.dumps(completion_chunks(chat_completion(DEFAULT_REPLY_TEXT, body), body)[0])
+            handler.start_event_stream()
+            handler.send_event(text[: len(text) // 2])
+            handler.end_event_stream()
         case Malformed():
             text = json.dumps(chat_completion(DEFAULT_REPLY_TEXT, body))
             handler.send_bytes(200, text[: len(text) // 2].encode(), "application/json")
+        case Unstreamed():
+            handler.send_json(200, chat_completion(step.content, body))
         case Garbage():
             handler.send_bytes(200, b"<html>502 Bad Gateway from a proxy</html>", "application/json")
         case _:

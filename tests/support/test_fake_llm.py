@@ -1,8 +1,10 @@
 """The fake OpenAI-compatible server itself, spoken to with plain HTTP."""
 
+import http.client
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -204,3 +206,59 @@ def test_runs_without_pytest_or_django(module):
     done = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
 
     assert done.returncode == 0, done.stderr
+
+
+def stream(url: str, body: dict, path: str = "/v1/chat/completions") -> tuple[str, list[tuple[str | None, str]]]:
+    """POST ``body`` asking for a stream; the Content-Type and the (event, data) of each event."""
+    request = urllib.request.Request(
+        url + path, data=json.dumps({**body, "stream": True}).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        events = []
+        for block in response.read().decode().split("\n\n"):
+            lines = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+            if "data" in lines:
+                events.append((lines.get("event"), lines["data"]))
+        return response.headers["Content-Type"], events
+
+
+def test_a_streamed_reply_is_openais_chunks_with_the_usage_last_when_asked(fake_llm):
+    fake_llm.push(Reply("hello world", completion_tokens=2), Reply("hello world"))
+
+    content_type, events = stream(fake_llm.url, {**CHAT, "stream_options": {"include_usage": True}})
+    _, without_usage = stream(fake_llm.url, CHAT)
+
+    assert content_type.startswith("text/event-stream")
+    assert events[-1] == (None, "[DONE]")
+    chunks = [json.loads(data) for _, data in events[:-1]]
+    assert {chunk["object"] for chunk in chunks} == {"chat.completion.chunk"}
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert "".join(chunk["choices"][0]["delta"].get("content", "") for chunk in chunks[:-1]) == "hello world"
+    assert chunks[-2]["choices"][0]["finish_reason"] == "stop"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 2
+    assert all(chunk["usage"] is None for chunk in chunks[:-1])
+    assert all("usage" not in json.loads(data) for _, data in without_usage[:-1])
+
+
+def test_a_streamed_reply_is_anthropics_events_on_its_messages_api(fake_llm):
+    fake_llm.push(Reply("hello world", prompt_tokens=30, completion_tokens=2))
+
+    _, events = stream(fake_llm.url, {**CHAT, "max_tokens": 100}, path="/v1/messages")
+
+    assert [event for event, _ in events][:3] == ["message_start", "content_block_start", "ping"]
+    assert [event for event, _ in events][-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    data = [json.loads(data) for _, data in events]
+    assert data[0]["message"]["usage"]["input_tokens"] == 30
+    assert "".join(item["delta"]["text"] for item in data if item["type"] == "content_block_delta") == "hello world"
+    assert data[-2]["usage"] == {"output_tokens": 2}
+
+
+def test_a_slow_stream_spaces_its_events_and_a_dropped_one_ends_without_its_end(fake_llm):
+    fake_llm.push(Reply("hello world", chunk_delay=0.1), Reply("hello world", drop_after=2))
+
+    started = time.monotonic()
+    _, events = stream(fake_llm.url, CHAT)
+    assert time.monotonic() - started >= 0.1 * (len(events) - 1)
+
+    with pytest.raises(http.client.IncompleteRead):
+        stream(fake_llm.url, CHAT)

@@ -1,13 +1,19 @@
 """score_sessions and cleanup_orphaned_scorings."""
 
+import re
 import time
+import uuid
 
 import pytest
 from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
+from scoring import services
+from scoring.judge import conversation, fitting
 from scoring.models import ScoringStatus, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
+from tests.support.long_sessions import with_long_tool_output
+from tests.support.samples import SAMPLES_DIR, load
 
 pytestmark = pytest.mark.django_db
 DAY_US = 86_400_000_000
@@ -82,14 +88,74 @@ def test_since_and_alert_type_narrow_the_selection(sessions, capsys):
     assert "queued: 1" in run("--obsolete", "--alert-type", "security", capsys=capsys)
 
 
-def test_dry_run_counts_and_estimates_tokens_without_queueing(sessions, capsys):
-    sessions["unscored"].investigation_bytes = 400_000
-    sessions["unscored"].save()
-    out = run("--unscored", "--dry-run", capsys=capsys)
-    assert out.startswith("would score 2 sessions; estimated judge input: ~")
-    tokens = int(out.split("~")[1].split(" ")[0].replace(",", ""))
-    assert tokens > 2 * 400_000 // 4  # turn 2 resends turn 1
+def dry_run_rows(out: str) -> dict[str, list[str]]:
+    """The dry run's rows by session id: prompt tokens, cut, cost (or "-", "would fail: ...")."""
+    rows = {}
+    for line in out.splitlines()[2:-1]:
+        session_id, rest = line.split(maxsplit=1)
+        rows[session_id] = [cell for cell in re.split(r"\s{2,}", rest.strip()) if cell]
+    return rows
+
+
+def test_dry_run_lists_each_session_fitted_to_the_window_with_its_cost_without_queueing(settings, capsys):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"  # litellm knows its window (128,000) and price
+    sample = SAMPLES_DIR / "01_single_stage_react.json"
+    small = services.ingest_session(load(sample), written_by="tarsy")[0]
+    long_document = {**with_long_tool_output(load(sample), 1_500_000), "session_id": str(uuid.uuid4())}
+    large = services.ingest_session(long_document, written_by="tarsy")[0]
+
+    out = run("--dry-run", capsys=capsys)
+
+    lines = out.splitlines()
+    assert lines[0] == (
+        "would score 2 sessions with openai/gpt-4o-mini, whose context window is 128,000 tokens "
+        "(litellm's model list)"
+    )
+    rows = dry_run_rows(out)
+    tokens, cut, cost = rows[str(small.session_id)]
+    assert cut == "no" and 1_000 < int(tokens.replace(",", "")) < fitting.prompt_room(128_000)
+    assert float(cost.removeprefix("$")) > 0
+    tokens, cut, cost = rows[str(large.session_id)]
+    # As a scoring fits it (with a boundary token of its own drawing: a few tokens either way).
+    fitted = conversation.score_prompt_fitter(large)(128_000)
+    assert abs(int(tokens.replace(",", "")) - fitted.tokens) < 100
+    assert fitted.tokens <= fitting.prompt_room(128_000) and fitted.coverage < 0.5
+    assert re.fullmatch(r"yes: \d\d% kept, 1 cut", cut)
+    assert float(cost.removeprefix("$")) > float(rows[str(small.session_id)][2].removeprefix("$"))
+    assert lines[-1].startswith("in all: ~")
+    assert "(the room kept for replies: none completed by this model yet); litellm's prices" in lines[-1]
     assert not SessionScore.objects.filter(status=ScoringStatus.PENDING).exists()
+
+
+def test_dry_run_prices_replies_at_the_models_mean_and_says_when_it_has_no_price(settings, capsys):
+    settings.SCORING_LLM_MODEL = "openai/local-judge"
+    session = make_session()
+    make_score(make_session(), judge_model="openai/local-judge", output_tokens=800)
+
+    out = run("--dry-run", "--session", str(session.session_id), capsys=capsys)
+
+    assert dry_run_rows(out)[str(session.session_id)][1:] == ["no", "unknown"]
+    assert "est. cost unknown" in out
+    assert "replies taken as 800 output tokens (the mean of 1 completed scores by this model)" in out
+
+
+def test_session_selects_by_id_and_says_which_it_did_not_select(sessions, capsys):
+    missing = "00000000-0000-0000-0000-000000000000"
+    call_command(
+        "score_sessions",
+        *("--session", str(sessions["unscored"].session_id), "--session", str(sessions["unfinished"].session_id)),
+        *("--session", missing),
+    )
+
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "queued: 1, already scored: 0, in progress: 0, not scorable: 0"
+    assert new_scores(sessions["unscored"]) == 1 and new_scores(sessions["old"]) == 0
+    assert f"{sessions['unfinished'].session_id}: not selected" in err and f"{missing}: not selected" in err
+
+
+def test_a_session_that_is_no_id_is_a_clear_error():
+    with pytest.raises(CommandError, match="--session 'abc' is not a session id"):
+        call_command("score_sessions", "--session", "abc")
 
 
 def test_bad_since_is_a_clear_error():
