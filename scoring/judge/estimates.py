@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from scoring.judge import conversation, fitting, llm
+from scoring.judge import conversation, fitting, llm, tokens
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
 
@@ -36,7 +36,7 @@ class Assumptions:
         window, source = fitting.context_window_and_source()
         calls = settings.SCORING_JUDGE_SAMPLES + 1
         output = mean_output if mean_output is not None else calls * fitting.REPLY_TOKENS
-        follow_up = llm.count_tokens(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
+        follow_up = tokens.count(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
         return cls(window, source, output, scores if mean_output is not None else 0, follow_up)
 
 

@@ -28,12 +28,15 @@ from django.conf import settings
 from scoring.judge import llm, tokens
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.parts import Cuttable, ToolResult
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
 
 # Room kept for each judge reply: turn 1's (resent in turn 2) and turn 2's.
 REPLY_TOKENS = 4_096
 # A restated score, and each chat message's own framing tokens (six at most in turn 2).
 RESTATED_REPLY_TOKENS = 16
+# A turn-1 reply without an evaluation (a score line, at most a breakdown), which stays in the
+# conversation when the judge is asked for the evaluation (conversation._ask_for_evaluation).
+UNEVALUATED_REPLY_TOKENS = 256
 MESSAGE_OVERHEAD_TOKENS = 6 * 8
 # A cut text keeps at least this many characters: half from its beginning, half from its end.
 KEEP_MIN_CHARS = 2_000
@@ -111,20 +114,26 @@ def forget_learned_windows() -> None:
 
 def prompt_room(window: int) -> int:
     """Tokens the turn-1 prompt may take in ``window``: turn 2 resends it with turn 1's
-    reply and the follow-up, and the window must still hold turn 2's reply."""
+    reply and the follow-up (and, where turn 1 was asked for its evaluation, the reply without
+    one and that request), and the window must still hold turn 2's reply."""
     return window - (
         2 * REPLY_TOKENS
         + _follow_up_tokens(settings.SCORING_LLM_MODEL)
         + RESTATED_REPLY_TOKENS
+        + UNEVALUATED_REPLY_TOKENS
         + MESSAGE_OVERHEAD_TOKENS
     )
 
 
 @cache
 def _follow_up_tokens(model: str) -> int:
-    """The tokens of the fixed follow-up and restate prompts for ``model`` (``tokens.count``
-    counts for the configured model), counted once per process rather than per scoring."""
-    return tokens.count(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS) + tokens.count(RESTATE_SCORE_PROMPT)
+    """The tokens of the fixed follow-up, restate and evaluation prompts for ``model``
+    (``tokens.count`` counts for the configured model), counted once per process rather than
+    per scoring."""
+    return sum(
+        tokens.count(prompt)
+        for prompt in (JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT, EVALUATION_FOLLOWUP_PROMPT)
+    )
 
 
 # --- Counting -------------------------------------------------------------------------------
