@@ -61,11 +61,14 @@ def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and
         f"tarsy-bot: {len(TARSY_BOT_SAMPLES)}, tarsy-go: {len(TARSY_GO_SAMPLES)}"
     )
     assert loaded in shown.split(READY)[0]
-    # What the worker judges with: the model, its window and where that figure comes from,
-    # the timeouts and the calls at once.
+    # What the worker judges with: the model and its sampling settings, its window and where
+    # that figure comes from, how tokens are counted, the timeouts and the calls at once.
     banner = shown.split("tarsy-scoring is ready at")[1].split(READY)[0]
-    assert "  Worker:    judge model: openai/local-judge at http://127.0.0.1:8080/v1\n" in banner
-    assert "             context window: 32,768 tokens (SCORING_LLM_CONTEXT_TOKENS; litellm does not list the model)\n" in banner
+    assert "  Worker:    judge model: openai/local-judge (temperature 0, seed 0) at http://127.0.0.1:8080/v1\n" in banner
+    assert (
+        "             context window: 32,768 tokens (SCORING_LLM_CONTEXT_TOKENS; litellm does not list the model); "
+        "tokens counted by litellm's default tokenizer times the ratio learned from the provider's answers (1.000)\n"
+    ) in banner
     assert "             timeouts: 900 s of silence before or within a reply (SCORING_LLM_TIMEOUT_S); 900 s a scoring" in banner
     assert "             at once: up to 1 judge call (SCORING_JUDGE_CONCURRENCY=1): 1 job of 2 worker processes" in banner
     stopping = shown.split(READY)[1]

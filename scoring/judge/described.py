@@ -1,11 +1,12 @@
-"""What a judge worker will use, in a few lines: the model, its context window and where that
-figure came from, the timeouts, and how many judge calls it sends at once. ``bin/run`` shows
+"""What a judge worker will use, in a few lines: the model and the sampling settings it is sent,
+its context window and where that figure came from, how its tokens are counted, the timeouts,
+and how many judge calls it sends at once. ``bin/run`` shows
 them when the service is ready (``manage.py describe_judge``); each worker process logs them
 as it starts (docs/llm.md, "Settings")."""
 
 from django.conf import settings
 
-from scoring.judge import fitting, pacing
+from scoring.judge import fitting, pacing, sampling, tokens
 
 
 def judge_lines() -> list[str]:
@@ -15,9 +16,10 @@ def judge_lines() -> list[str]:
         return ["judge model: none (SCORING_LLM_MODEL is not set: every scoring fails until it is)"]
     where = f" at {settings.SCORING_LLM_API_BASE}" if settings.SCORING_LLM_API_BASE else ""
     window, source = fitting.context_window_and_source()
+    sent = sampling.judge_sampling()
     return [
-        f"judge model: {model}{where}",
-        f"context window: {window:,} tokens ({source})",
+        f"judge model: {sampling.judge_label(model, sent.temperature, sent.seed)}{where}",
+        f"context window: {window:,} tokens ({source}); tokens counted by {tokens.method()}",
         f"timeouts: {settings.SCORING_LLM_TIMEOUT_S:g} s of silence before or within a reply "
         f"(SCORING_LLM_TIMEOUT_S); {settings.SCORING_JOB_TIMEOUT_S:g} s a scoring (SCORING_JOB_TIMEOUT_S), "
         f"{settings.SCORING_REPORT_TIMEOUT_S:g} s a report (SCORING_REPORT_TIMEOUT_S)",
