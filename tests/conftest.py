@@ -9,6 +9,7 @@ pytest_plugins = [
     "tests.support.factories",
     "tests.support.servers",
     "tests.support.fake_llm_fixtures",
+    "tests.support.local_model",
     "tests.support.workers",
     "tests.support.browser",
     "tests.support.throttle",
