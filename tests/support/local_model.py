@@ -150,6 +150,16 @@ def installed_model_home():
     return home
 
 
+def link_installed_model(var_dir) -> None:
+    """Give the data folder ``var_dir`` (a test's own) the installed 0.5B model and its
+    server's virtualenv, as links: no server started from elsewhere is recorded in it."""
+    installed = installed_model_home()
+    home = local_model.home_in(var_dir)
+    home.mkdir(parents=True)
+    (home / "venv").symlink_to(installed / "venv")
+    MODEL.path(home).symlink_to(MODEL.path(installed))
+
+
 @pytest.fixture(scope="session")
 def real_model_server():
     server = local_model.launch(

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scoring.judge import local_model
-from tests.support.local_model import MODEL, installed_model_home
+from tests.support.local_model import MODEL, link_installed_model
 from tests.support.throwaway_servers import free_port
 
 pytestmark = pytest.mark.real_model
@@ -15,13 +15,8 @@ pytestmark = pytest.mark.real_model
 
 @pytest.fixture
 def var_dir(settings, tmp_path):
-    """A data folder of its own (no server a person started is in it), holding the installed
-    model and its server's virtualenv."""
-    installed = installed_model_home()
-    home = local_model.home_in(tmp_path)
-    home.mkdir()
-    (home / "venv").symlink_to(installed / "venv")
-    MODEL.path(home).symlink_to(MODEL.path(installed))
+    """A data folder of its own (no server a person started is in it), with the installed model."""
+    link_installed_model(tmp_path)
     settings.VAR_DIR = tmp_path
     return tmp_path
 
