@@ -127,7 +127,7 @@ def main() -> None:
         home = local_model.home_in(settings.VAR_DIR)
         if local_model.installed_model(model, home) is None:
             local_model.install(model, home, say=lambda message: print(f"==> {message}", file=sys.stderr))
-        server = local_model.launch(model, home, port=free_port(), threads=args.threads)
+        server = local_model.launch(model, home, port=free_port(), threads=args.threads, log_dir=folder)
         proxy = RecordingProxy(server.url).start()
         judge = RealJudge(server, proxy)
         rows = []

@@ -341,10 +341,12 @@ def launch(
     temperature: float | None = None,
     seed: int | None = None,
     detach: bool = False,
+    log_dir: Path | None = None,
     timeout_s: float = LOAD_TIMEOUT_S,
 ) -> RunningServer:
     """Start the server of an installed ``model`` on 127.0.0.1:``port`` with one slot of
-    ``context_tokens`` and return once it answers (its log: ``<home>/server-<port>.log``).
+    ``context_tokens`` and return once it answers (its log: ``server-<port>.log`` in ``log_dir``,
+    by default ``home``).
 
     ``max_reply_tokens`` caps every reply (the server's ``n_predict``; by default a reply ends
     where the model ends it, or at the window's end). ``temperature`` and ``seed`` are the
@@ -360,7 +362,7 @@ def launch(
         raise LocalModelError(
             f"something already answers on 127.0.0.1:{port}: stop it or choose another port"
         )
-    log = home / f"server-{port}.log"
+    log = (log_dir or home) / f"server-{port}.log"
     command = [
         str(venv_python(home)), str(Path(__file__).resolve()), "serve",
         "--model-file", str(path), "--alias", model.name, "--port", str(port),

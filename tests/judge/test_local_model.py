@@ -13,7 +13,7 @@ import pytest
 
 from scoring.judge import local_model
 from scoring.judge.local_model import LocalModel, LocalModelError
-from tests.support.local_model import MODEL
+from tests.support.local_model import MODEL, installed_model_home
 from tests.support.servers import REPO_DIR
 from tests.support.throwaway_servers import free_port
 
@@ -125,9 +125,8 @@ def test_nothing_is_started_for_a_model_not_installed(tmp_path):
 
 
 @pytest.mark.real_model
-def test_installing_again_checks_the_joined_file_and_keeps_it(real_model_server):
-    server, _ = real_model_server
-    home = server.log.parent
+def test_installing_again_checks_the_joined_file_and_keeps_it():
+    home = installed_model_home()
     path = MODEL.path(home)
     modified = path.stat().st_mtime_ns
     said = []
@@ -190,17 +189,18 @@ def test_a_second_server_on_a_port_in_use_is_refused(real_model_server):
     server, _ = real_model_server
 
     with pytest.raises(LocalModelError, match=f"something already answers on 127.0.0.1:{server.port}"):
-        local_model.launch(MODEL, server.log.parent, port=server.port)
+        local_model.launch(MODEL, installed_model_home(), port=server.port)
 
 
 @pytest.mark.real_model
-def test_a_server_stops_with_the_process_that_launched_it(real_model_server):
-    home = real_model_server[0].log.parent
+def test_a_server_stops_with_the_process_that_launched_it(tmp_path):
+    home = installed_model_home()
     port = free_port()
     launcher = subprocess.Popen(
         [sys.executable, "-c", (
             "import sys, time; from pathlib import Path; from scoring.judge import local_model as m; "
-            f"m.launch(m.MODELS[{MODEL.name!r}], Path({str(home)!r}), port={port}, context_tokens=2048); "
+            f"m.launch(m.MODELS[{MODEL.name!r}], Path({str(home)!r}), port={port}, context_tokens=2048, "
+            f"log_dir=Path({str(tmp_path)!r})); "
             "print('ready', flush=True); time.sleep(600)"
         )],
         cwd=REPO_DIR, stdout=subprocess.PIPE, text=True,
@@ -222,9 +222,9 @@ def test_a_server_stops_with_the_process_that_launched_it(real_model_server):
 
 
 @pytest.mark.real_model
-def test_stop_ends_the_server(real_model_server):
-    home = real_model_server[0].log.parent
-    server = local_model.launch(MODEL, home, port=free_port(), context_tokens=2048)
+def test_stop_ends_the_server(tmp_path):
+    home = installed_model_home()
+    server = local_model.launch(MODEL, home, port=free_port(), context_tokens=2048, log_dir=tmp_path)
     assert server.alive()
 
     server.stop()

@@ -161,11 +161,12 @@ def link_installed_model(var_dir) -> None:
 
 
 @pytest.fixture(scope="session")
-def real_model_server():
+def real_model_server(tmp_path_factory):
     server = local_model.launch(
         MODEL,
         installed_model_home(),
         port=free_port(),
+        log_dir=tmp_path_factory.mktemp("local-model"),
         max_reply_tokens=REPLY_CAP_TOKENS,
         temperature=0,
         seed=SEED,
