@@ -10,6 +10,7 @@ pytest_plugins = [
     "tests.support.servers",
     "tests.support.dashboard_clients",
     "tests.support.fake_llm_fixtures",
+    "tests.support.local_model",
     "tests.support.workers",
     "tests.support.browser",
     "tests.support.throttle",

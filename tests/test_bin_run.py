@@ -6,6 +6,8 @@ import subprocess
 import psutil
 import pytest
 
+from scoring.judge import local_model
+from tests.support.local_model import MODEL, link_installed_model
 from tests.support.samples import SAMPLES, TARSY_BOT_SAMPLES, TARSY_GO_SAMPLES
 from tests.support.servers import REPO_DIR, child_env, wait_for_log
 from tests.support.throwaway_servers import free_port
@@ -96,3 +98,45 @@ def test_a_failing_set_up_step_shows_the_end_of_its_output(tmp_path):
     assert run.returncode == 1
     assert "unable to open database file" in run.stderr
     assert f"error: 'manage migrate --noinput' failed (its whole output: {var_dir / 'setup.log'})" in run.stderr
+
+
+@pytest.mark.real_model
+def test_a_local_judge_is_installed_started_pointed_at_and_stopped_with_the_rest(tmp_path):
+    var_dir = tmp_path / "var"
+    link_installed_model(var_dir)
+    screen = tmp_path / "screen.txt"
+    env = child_env(
+        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        PORT=str(free_port()),
+        TARSY_SCORING_VAR_DIR=str(var_dir),
+        LOCAL_JUDGE_MODEL=MODEL.name,
+    )
+    with screen.open("wb") as output:
+        run = subprocess.Popen(
+            [str(REPO_DIR / "bin" / "run"), "--local-judge"],
+            stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        wait_for_log(screen, READY, run, timeout_s=180)
+        started = psutil.Process(run.pid).children(recursive=True)
+        servers = [process for process in started if "serve" in process.cmdline()]
+        assert [process.cmdline()[1] for process in servers] == [local_model.__file__]
+
+        run.send_signal(signal.SIGTERM)
+        exit_code = run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+    shown = screen.read_text()
+    assert exit_code == 128 + signal.SIGTERM
+    before_ready = shown.split(READY)[0]
+    assert f"checking the SHA256 of {MODEL.path(var_dir).name}" in before_ready
+    assert (
+        f"the judge is a real LLM on this machine's CPU: openai/{MODEL.name} (llama.cpp), a window of "
+        f"{local_model.DEFAULT_CONTEXT_TOKENS} tokens, one scoring at a time" in before_ready
+    )
+    assert "did not stop" not in shown.split(READY)[1]
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == []
