@@ -2,8 +2,9 @@
 
 Qwen2.5-Coder-0.5B-Instruct on llama.cpp's server (tests/support/local_model.py) scores real
 tarsy-bot session documents and Go TARSy's e2e sessions through the whole service: stored as
-TARSy sends them, requested, claimed and judged as a worker does. The tests assert the
-structure of what comes back and what was sent, never its quality: a small model's judgement
+TARSy sends them, requested, claimed and judged as a worker does (replies streamed, counted by
+the server's own /tokenize). The tests assert the structure of what comes back and what was
+sent, never its quality: a small model's judgement
 is not what is under test, and it is not the same from one llama.cpp build to the next.
 """
 
@@ -13,9 +14,13 @@ import json
 import pytest
 
 from scoring import services
-from scoring.judge import conversation, fitting
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.models import ScoringStatus
+from scoring.judge import conversation, fitting, replies
+from scoring.judge.prompts import (
+    EVALUATION_FOLLOWUP_PROMPT,
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    RESTATE_SCORE_PROMPT,
+)
+from scoring.models import ScoreTranscript, ScoringStatus
 from tests.support.factories import run_next_scoring
 from tests.support.local_model import MODEL, REPLY_CAP_TOKENS
 from tests.support.long_sessions import with_long_tool_output
@@ -47,29 +52,34 @@ def score_document(document: dict):
     return run_next_scoring()
 
 
+def reply_of(call) -> str:
+    return call.answer["choices"][0]["message"]["content"]
+
+
 def assert_judged_as_sent(score, judge) -> list:
-    """What every scoring on a real model must show: a completed score in range, and
-    conversations as the judge's turns make them, each within the model's window by the
-    model's own count, whose tokens and replies are the ones the score stores."""
+    """What every scoring on a real model must show: a completed score in range, with an
+    evaluation or the warning that it has none; conversations as the judge's turns make them,
+    each within the model's window by the model's own count and sent with the judge's sampling
+    settings; the tokens and replies the score and its transcript store are the model's."""
     assert score.status == ScoringStatus.COMPLETED, score.error_message
     assert 0 <= score.total_score <= 100
     assert score.judge_model == f"openai/{MODEL.name}"
 
     calls = judge.calls()
     assert all(call.status == 200 for call in calls)
-    # Turn 1, a restatement of the score when turn 1's last line held none, then turn 2.
-    assert len(calls) in (2, 3)
-    *turn1, turn2 = calls
-    assert [message["role"] for message in turn1[0].messages] == ["user"]
-    if len(turn1) == 2:
-        assert turn1[1].messages[-1] == {"role": "user", "content": RESTATE_SCORE_PROMPT}
-    assert turn2.messages[-1] == {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}
-    # Each conversation continues the one before it, with the model's reply as it came.
+    # Turn 1, then in this order any of: a restatement of the score when turn 1's last line held
+    # none, a request for the evaluation when its reply held none, and turn 2, which is asked
+    # only about an evaluation.
+    assert [message["role"] for message in calls[0].messages] == ["user"]
+    follow_ups = [call.messages[-1]["content"] for call in calls[1:]]
+    order = [RESTATE_SCORE_PROMPT, EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS]
+    assert follow_ups == [prompt for prompt in order if prompt in follow_ups]
+    asked_turn2 = JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS in follow_ups
+    # Each call continues the one before it, with the model's reply as it came.
     for earlier, later in itertools.pairwise(calls):
-        reply = earlier.answer["choices"][0]["message"]["content"]
         assert later.messages[: len(earlier.messages) + 1] == [
             *earlier.messages,
-            {"role": "assistant", "content": reply},
+            {"role": "assistant", "content": reply_of(earlier)},
         ]
 
     window = judge.window
@@ -80,18 +90,34 @@ def assert_judged_as_sent(score, judge) -> list:
         assert judge.model_count(call.messages) == usage["prompt_tokens"]
         assert usage["prompt_tokens"] + usage["completion_tokens"] <= window
         assert usage["completion_tokens"] <= REPLY_CAP_TOKENS
+        # Sent with the judge's sampling settings, as the score records them.
+        assert (call.request["temperature"], call.request["seed"]) == (score.judge_temperature, score.judge_seed)
+    assert (score.judge_temperature, score.judge_seed) == (0, 0)
+    # Turn 1's prompt, by the model's own count, left the room for the replies the window was
+    # told to keep (the judge counts with the server's /tokenize).
+    told_window = fitting.context_window()
+    assert judge.model_count(calls[0].messages) <= told_window - 2 * fitting.REPLY_TOKENS
 
-    # The score records what the model answered: its tokens, its replies.
+    # The evaluation, or the documented warning and no turn 2.
+    if score.analysis_missing:
+        assert replies.ANALYSIS_MISSING_WARNING in score.warnings
+        assert not asked_turn2 and score.missing_tools_analysis is None
+    else:
+        assert replies.has_evaluation(score.score_analysis)
+        assert asked_turn2 and score.missing_tools_analysis == reply_of(calls[-1])
+        assert replies.ANALYSIS_MISSING_WARNING not in score.warnings
+    # The score is one the model wrote, on a reply's last line.
+    turn1_replies = [reply_of(call) for call in calls[: len(calls) - asked_turn2]]
+    assert score.total_score in [conversation.extract_score(reply)[0] for reply in turn1_replies]
+
+    # The score records what the model answered: its tokens, and in its transcript every
+    # message as sent and every reply.
     assert score.input_tokens == sum(call.answer["usage"]["prompt_tokens"] for call in calls)
     assert score.output_tokens == sum(call.answer["usage"]["completion_tokens"] for call in calls)
-    turn1_reply = turn1[0].answer["choices"][0]["message"]["content"]
-    if len(turn1) == 1:
-        assert (score.total_score, score.score_analysis) == conversation.extract_score(turn1_reply)
-    else:  # the score is the restated one; the analysis is turn 1's whole reply
-        restated = turn1[1].answer["choices"][0]["message"]["content"]
-        assert score.total_score == conversation.extract_score(restated)[0]
-        assert score.score_analysis == turn1_reply.rstrip()
-    assert score.missing_tools_analysis == turn2.answer["choices"][0]["message"]["content"]
+    transcript = ScoreTranscript.objects.get(score=score).transcript
+    assert (transcript["model"], transcript["temperature"], transcript["seed"]) == (score.judge_model, 0, 0)
+    [recorded] = transcript["conversations"]
+    assert recorded["messages"] == [*calls[-1].messages, {"role": "assistant", "content": reply_of(calls[-1])}]
     assert score.cost_usd is None  # litellm knows no price for a local model
     return calls
 

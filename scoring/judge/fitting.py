@@ -68,6 +68,7 @@ _STATED_WINDOW = (
     re.compile(r"maximum context length is (\d+) tokens", re.IGNORECASE),
     re.compile(r"prompt is too long: \d+ tokens > (\d+) maximum", re.IGNORECASE),
     re.compile(r"maximum number of tokens allowed \((\d+)\)", re.IGNORECASE),
+    re.compile(r"exceeds the available context size \((\d+) tokens\)", re.IGNORECASE),  # llama.cpp's server
 )
 
 

@@ -251,6 +251,8 @@ def test_required_parts_over_the_window_are_refused_before_any_call():
         ("This model's maximum context length is 32768 tokens. However, your messages resulted in 40000 tokens.", 32_768),
         ("prompt is too long: 215000 tokens > 200000 maximum", 200_000),
         ("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", 1_048_576),
+        # llama.cpp's server (its window is the context each of its slots has)
+        ("request (40000 tokens) exceeds the available context size (32768 tokens), try increasing it", 32_768),
         ("Request too large for the model.", 1_500_000),  # says no window: a quarter smaller than tried
         ("This model's maximum context length is 2000000 tokens. However, your messages resulted in 2100000 tokens.",
          1_500_000),  # the window tried: our count fell short of the provider's

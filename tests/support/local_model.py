@@ -9,9 +9,10 @@ the model answered, as they crossed the wire.
         for call in real_judge.calls():     # each chat completion: messages sent, usage answered
             ...
 
-The server runs with a fixed seed and temperature 0 (its defaults: the service sets neither
-yet), and replies capped at REPLY_CAP_TOKENS, so that a small model that repeats itself costs
-a bounded time.
+The server's own defaults are a fixed seed and temperature 0 (the service sends its
+SCORING_LLM_TEMPERATURE and SCORING_LLM_SEED with every call, which the tests check), and
+replies are capped at REPLY_CAP_TOKENS, so that a small model that repeats itself costs a
+bounded time. The proxy relays a streamed answer once it has ended.
 """
 
 from __future__ import annotations
@@ -49,7 +50,21 @@ class Exchange:
 
     @property
     def answer(self) -> dict:
-        return json.loads(self.response)
+        """The answer as one chat completion: a streamed answer's chunks joined (the judge asks
+        for its replies streamed, the token counts in the last chunk)."""
+        if not self.response.lstrip().startswith(b"data:"):
+            return json.loads(self.response)
+        content, usage, finish_reason = [], None, None
+        for line in self.response.decode().splitlines():
+            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+                continue
+            chunk = json.loads(line[5:])
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                content.append((choice.get("delta") or {}).get("content") or "")
+                finish_reason = choice.get("finish_reason") or finish_reason
+        message = {"role": "assistant", "content": "".join(content)}
+        return {"choices": [{"message": message, "finish_reason": finish_reason}], "usage": usage}
 
     @property
     def messages(self) -> list[dict]:
