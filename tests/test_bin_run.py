@@ -137,6 +137,12 @@ def test_a_local_judge_is_installed_started_pointed_at_and_stopped_with_the_rest
         f"the judge is a real LLM on this machine's CPU: openai/{MODEL.name} (llama.cpp), a window of "
         f"{local_model.DEFAULT_CONTEXT_TOKENS} tokens, one scoring at a time" in before_ready
     )
+    # The banner says what the worker judges with: the local model, counted by its own tokenizer,
+    # one call at a time.
+    banner = shown.split("tarsy-scoring is ready at")[1].split(READY)[0]
+    assert f"  Worker:    judge model: openai/{MODEL.name} (temperature 0, seed 0) at http://127.0.0.1:" in banner
+    assert "tokens counted by the provider's own tokenizer (llama.cpp POST http://127.0.0.1:" in banner
+    assert "at once: up to 1 judge call (SCORING_JUDGE_CONCURRENCY=1): 1 job of 1 worker process x " in banner
     assert "did not stop" not in shown.split(READY)[1]
     _, alive = psutil.wait_procs(started, timeout=5)
     assert alive == []

@@ -52,13 +52,14 @@ class Exchange:
     def answer(self) -> dict:
         """The answer as one chat completion: a streamed answer's chunks joined (the judge asks
         for its replies streamed, the token counts in the last chunk)."""
-        if not self.response.lstrip().startswith(b"data:"):
+        events = [line[5:].strip() for line in self.response.decode().splitlines() if line.startswith("data:")]
+        if not events:
             return json.loads(self.response)
         content, usage, finish_reason = [], None, None
-        for line in self.response.decode().splitlines():
-            if not line.startswith("data:") or line[5:].strip() == "[DONE]":
+        for event in events:  # server-sent events; llama.cpp's server opens with a comment line
+            if event == "[DONE]":
                 continue
-            chunk = json.loads(line[5:])
+            chunk = json.loads(event)
             usage = chunk.get("usage") or usage
             for choice in chunk.get("choices") or []:
                 content.append((choice.get("delta") or {}).get("content") or "")

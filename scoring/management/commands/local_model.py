@@ -14,11 +14,13 @@ from django.core.management.base import BaseCommand, CommandError
 from scoring.judge import local_model
 from scoring.judge.local_model import LocalModelError, RunningServer
 
-# Settings for a judge that serves one request at a time on a CPU: one scoring in flight, and
-# room for a long session's minutes of reading and writing (docs/llm.md, "Local model").
+# Settings for a judge that serves one request at a time on a CPU: one judge call in flight
+# (the others wait as pending scorings, no timeout of theirs running), one worker process beside
+# the model on the machine's cores, and room for a long session's minutes of reading and writing
+# (docs/llm.md, "Local model").
 ONE_SLOT_SETTINGS = {
     "SCORING_WORKERS": "1",
-    "SCORING_CONCURRENCY_PER_WORKER": "1",
+    "SCORING_JUDGE_CONCURRENCY": "1",
     "SCORING_LLM_TIMEOUT_S": "1800",
     "SCORING_JOB_TIMEOUT_S": "3600",
     "SCORING_PENDING_TIMEOUT_S": "86400",

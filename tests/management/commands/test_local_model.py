@@ -42,7 +42,7 @@ def test_a_started_server_is_shown_pointed_at_and_stopped(var_dir, capsys):
             "SCORING_LLM_API_KEY": local_model.API_KEY,
             "SCORING_LLM_CONTEXT_TOKENS": "4096",
             "SCORING_WORKERS": "1",
-            "SCORING_CONCURRENCY_PER_WORKER": "1",
+            "SCORING_JUDGE_CONCURRENCY": "1",
             "SCORING_LLM_TIMEOUT_S": "1800",
             "SCORING_JOB_TIMEOUT_S": "3600",
             "SCORING_PENDING_TIMEOUT_S": "86400",
