@@ -134,7 +134,11 @@ class WebServer:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        port = wait_for_log(log, LISTENING_PATTERN, self.process).group(1)
+        try:
+            port = wait_for_log(log, LISTENING_PATTERN, self.process).group(1)
+        except RuntimeError:
+            self.stop()
+            raise
         self.port = int(port)
 
     def stop(self) -> None:
