@@ -15,13 +15,17 @@ holds it (docs/deploy.md#request-body-size). What is fixed here, and why:
   (``LOG_FORMAT``, control characters escaped).
 * the application is loaded before the event loop starts, as Django's start-up (settings
   checks, the database pool) expects to run outside one.
+* ``ws=WebSocketProtocol``: uvicorn's WebSocket protocol with a keepalive that stays cheap
+  for thousands of idle dashboards (below).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 import uvicorn
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 APPLICATION = "tarsy_scoring.asgi:application"
 # On SIGTERM: stop accepting, close WebSockets (code 1012, clients reconnect elsewhere), and
@@ -32,6 +36,49 @@ GRACEFUL_SHUTDOWN_S = 8
 # the 60 s a load balancer or nginx keeps an idle upstream connection, so that the server
 # never closes one just as the balancer sends a request on it (a 502 for that request).
 KEEP_ALIVE_S = 75
+# WebSocket keepalive pings fall on whole multiples of this many seconds of the event loop's clock.
+KEEPALIVE_TICK_S = 1.0
+
+
+class WebSocketProtocol(WebSocketsSansIOProtocol):
+    """uvicorn's WebSocket protocol (websockets-sansio), its keepalive made cheap for thousands
+    of idle connections (docs/websocket.md, "Keepalive"; bench/bench_idle_sockets.py).
+
+    uvicorn pings every connection every ``ws_ping_interval`` (20 s) and closes it if the pong
+    does not come within ``ws_ping_timeout`` (20 s), each on a timer of its own. Here:
+
+    * a connection that sent a message within the interval is alive: it is not pinged (Go
+      TARSy's dashboard sends a ``ping`` action every 20 s). One silent for the interval is
+      pinged and closed without a pong in time, as before;
+    * the timers fall on whole KEEPALIVE_TICK_S, so the event loop wakes once a tick for every
+      connection due, not once a connection.
+    """
+
+    last_message_at = -math.inf
+
+    def handle_text(self, event) -> None:
+        self.last_message_at = self.loop.time()
+        super().handle_text(event)
+
+    def handle_bytes(self, event) -> None:
+        self.last_message_at = self.loop.time()
+        super().handle_bytes(event)
+
+    def schedule_ping(self) -> None:
+        self.ping_on_tick(self.loop.time() + max(0.0, self.ping_interval - self.last_ping_rtt))
+
+    def send_keepalive_ping(self) -> None:
+        heard_until = self.last_message_at + self.ping_interval
+        if heard_until > self.loop.time():
+            self.ping_on_tick(heard_until)
+            return
+        super().send_keepalive_ping()
+
+    def ping_on_tick(self, due: float) -> None:
+        """Ping at the first tick at or after ``due`` (loop time)."""
+        tick = math.ceil(due / KEEPALIVE_TICK_S) * KEEPALIVE_TICK_S
+        self.ping_timer = self.loop.call_at(tick, self.send_keepalive_ping)
+
 
 
 def config(app: str = APPLICATION, host: str = "127.0.0.1", port: int = 8000) -> uvicorn.Config:
@@ -40,7 +87,7 @@ def config(app: str = APPLICATION, host: str = "127.0.0.1", port: int = 8000) ->
         host=host,
         port=port,
         http="httptools",
-        ws="websockets-sansio",
+        ws=WebSocketProtocol,
         lifespan="off",  # the application has no start-up or shutdown hooks of ASGI's
         proxy_headers=False,
         server_header=False,

@@ -502,7 +502,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' in-memory layer, its sweeps bounded (scoring/realtime/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "scoring.realtime.layers.InMemoryChannelLayer"}}
 
 # --- Logging -----------------------------------------------------------------------------
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "INFO")
@@ -541,8 +542,8 @@ SCORING_EVENT_RETENTION_S = env_number("SCORING_EVENT_RETENTION_S", 86400, int)
 # Without Redis, each web process polls the events table this often to relay
 # events written by worker processes to its WebSocket clients.
 SCORING_EVENT_RELAY_POLL_S = env_number("SCORING_EVENT_RELAY_POLL_S", 0.2)
-# With REDIS_URL: how often each WebSocket connection rejoins its groups and sends
-# stored events it missed (a Redis restart forgets groups; see scoring/realtime/consumers.py).
+# With REDIS_URL: how often each web process rejoins its WebSocket connections to their groups
+# and sends them stored events they missed (a Redis restart forgets groups; scoring/realtime/resync.py).
 SCORING_EVENT_RESYNC_S = env_number("SCORING_EVENT_RESYNC_S", 2.0)
 # How often each web process prunes old events.
 SCORING_EVENT_PRUNE_INTERVAL_S = env_number("SCORING_EVENT_PRUNE_INTERVAL_S", 3600.0)

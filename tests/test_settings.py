@@ -111,7 +111,7 @@ def test_without_redis_everything_stays_in_the_database_and_the_process(tmp_path
 
     assert q_cluster["orm"] == "default"
     assert "redis" not in q_cluster
-    assert layer["BACKEND"] == "channels.layers.InMemoryChannelLayer"
+    assert layer["BACKEND"] == "scoring.realtime.layers.InMemoryChannelLayer"
     assert cache["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
 
 

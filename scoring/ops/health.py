@@ -103,7 +103,7 @@ def check_broker() -> str:
 
 def check_channel_layer() -> str:
     layer = settings.CHANNEL_LAYERS["default"]
-    if layer["BACKEND"] == "channels.layers.InMemoryChannelLayer":
+    if layer["BACKEND"] == "scoring.realtime.layers.InMemoryChannelLayer":
         return "in-memory (this process only)"
     host = layer["CONFIG"]["hosts"][0]  # a URL, or channels-redis's dict form with "address"
     _ping_redis(host["address"] if isinstance(host, dict) else host)

@@ -7,12 +7,12 @@ import asyncio
 import itertools
 import json
 import logging
-import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -20,7 +20,7 @@ from django.http.request import split_domain_port, validate_host
 
 from scoring import selectors
 from scoring.auth import ProxyIdentityRefused, may_sign_in_by_proxy, proxy_request_user
-from scoring.realtime import access, events, relay
+from scoring.realtime import access, events, relay, resync
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +28,6 @@ logger = logging.getLogger(__name__)
 CLOSE_TRY_AGAIN_LATER = 1013
 # Bound on one channel-layer call (group_add, group_discard).
 LAYER_TIMEOUT_S = 5.0
-# Age after which no event with a lower id can still be committing (see send_unsent_events).
-RESYNC_GRACE_S = 10.0
 MAX_SUBSCRIPTIONS = 100
 # Event ids remembered per connection to send each event once (an event can
 # arrive through two subscribed channels, or live, replayed and in a catchup):
@@ -228,20 +226,18 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         # Replays waiting for the end of their burst, and the live events held meanwhile.
         self.pending: dict[str, PendingReplay] = {}
         self.held: list[dict] = []
-        # channel -> the id up to which the database has been checked for it (resync).
+        # channel -> the newest stored event id when it was subscribed (see resync.Listener).
         self.checked_up_to: dict[str, int] = {}
-        self.resync_task: asyncio.Task | None = None
 
     async def __call__(self, scope, receive, send):
-        # The resync task must end with the connection, also when the consumer
-        # ends by an exception (then ``disconnect`` is not called).
+        # The resync must forget the connection when it ends, also by an exception
+        # (then ``disconnect`` is not called).
         self.inbox = ClientInbox(receive)
         try:
             await super().__call__(scope, self.inbox.receive, send)
         finally:
             self.inbox.reader.cancel()
-            if self.resync_task is not None:
-                self.resync_task.cancel()
+            resync.forget(self)
 
     async def connect(self):
         listener = await database_sync_to_async(admitted)(self.scope)
@@ -258,13 +254,12 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         access.watch(self.channel_name, listener.user_id, listener.by_proxy)
         await relay.ensure_running()
         if events.publishes_directly():
-            self.resync_task = asyncio.create_task(self.resync_forever())
+            resync.watch(self)
         await self.send_json({"type": "connection.established", "connection_id": self.connection_id})
 
     async def disconnect(self, code):
         access.forget(self.channel_name)
-        if self.resync_task is not None:
-            self.resync_task.cancel()
+        resync.forget(self)
         try:
             for channel in self.subscriptions:
                 await self.leave(channel)
@@ -350,7 +345,6 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         try:
             await self.send_replays(self.pending)
         finally:
-            # Cleared once sent: until then the resync task leaves the channels alone.
             self.pending = {}
 
     async def send_replays(self, pending: dict[str, PendingReplay]) -> None:
@@ -409,46 +403,6 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         complete = {"type": "catchup.complete", "channel": channel, "has_more": has_more}
         await self.send_json({**complete, "last_event_id": last_event_id})
 
-    async def resync_forever(self) -> None:
-        """With a cross-process layer (Redis), every SCORING_EVENT_RESYNC_S: rejoin
-        the groups of this connection's channels, and send from the database the
-        events of those channels it has not sent.
-
-        A Redis restart forgets group memberships, and an event whose publication
-        failed is never published live; a client that stays connected would not
-        notice either, and its catchup from the newest id it saw would skip them.
-        """
-        while True:
-            await asyncio.sleep(settings.SCORING_EVENT_RESYNC_S)
-            try:
-                for channel in list(self.subscriptions):
-                    await self.join(channel)
-                    if channel not in self.subscriptions:  # unsubscribed meanwhile
-                        await self.leave(channel)
-                await self.send_unsent_events()
-            except Exception:  # Redis or the database is down: try again next time
-                logger.warning("websocket %s: resync failed; retrying", self.connection_id, exc_info=True)
-
-    async def send_unsent_events(self) -> None:
-        """Send the stored events of this connection's channels above their marks.
-
-        A channel's mark moves past an event only once the event is
-        RESYNC_GRACE_S old: ids are handed out before commit, so a lower id can
-        still be committing (a claim's transaction) when a higher one is read.
-        """
-        if self.pending:  # the burst's replays send them, in order; the next resync goes on
-            return
-        settled_before_us = time.time_ns() // 1000 - int(RESYNC_GRACE_S * 1_000_000)
-        marks = {channel: self.checked_up_to[channel] for channel in self.subscriptions}
-        settled = set(marks)
-        for event, channels in await database_sync_to_async(events.events_above_marks)(marks):
-            await self.send_event(event)
-            for channel in channels:
-                if event["timestamp_us"] >= settled_before_us:
-                    settled.discard(channel)
-                if channel in settled and channel in self.checked_up_to:
-                    self.checked_up_to[channel] = max(self.checked_up_to[channel], event["id"])
-
     async def join(self, channel: str) -> None:
         group = events.group_name(channel)
         await within_layer_timeout(self.channel_layer.group_add(group, self.channel_name))
@@ -465,13 +419,28 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         logger.info("websocket %s closed: %s", self.connection_id, message["reason"])
         await self.close(code=access.CLOSE_POLICY_VIOLATION)
 
+    async def dispatch(self, message):
+        # channels' own dispatch first closes its sync thread's stale database connections,
+        # by a hop to that one thread, for every message: a dashboard's ping every 20 s and
+        # every live event, 5,000 hops an event at 5,000 dashboards (seconds before the last
+        # got it). Every query here goes through database_sync_to_async, which closes them
+        # itself.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
     async def scoring_event(self, message: dict) -> None:
-        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``); held
-        while replays wait for the end of their burst, to go out in order with them."""
+        """A live event from the channel layer (``events.LAYER_MESSAGE_TYPE``)."""
+        await self.deliver(message["event"])
+
+    async def deliver(self, event: dict) -> None:
+        """Send an event that came live or from the resync; held while replays wait for
+        the end of their burst, to go out in order with them."""
         if self.pending:
-            self.held.append(message["event"])
+            self.held.append(event)
         else:
-            await self.send_event(message["event"])
+            await self.send_event(event)
 
     async def send_event(self, event: dict) -> None:
         """Send ``event`` unless this connection sent it already: under the current

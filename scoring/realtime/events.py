@@ -205,6 +205,20 @@ async def send_to_groups(layer, event: ScoringEvent) -> None:
         await layer.group_send(group, message)
 
 
+def groups_by_redis_server(layer, groups) -> dict[int, list[str]] | None:
+    """``groups`` by the index of the Redis server that holds each, for a channels-redis
+    layer (whose internals the callers then use); None for another layer."""
+    # Not imported here: a process without Redis would load redis-py and channels-redis at
+    # start for nothing (about 70 ms). A channels-redis layer has loaded them.
+    redis_layers = sys.modules.get("channels_redis.core")
+    if redis_layers is None or not isinstance(layer, redis_layers.RedisChannelLayer):
+        return None
+    by_server = defaultdict(list)
+    for group in groups:
+        by_server[layer.consistent_hash(group)].append(group)
+    return by_server
+
+
 async def _groups_with_members(layer, groups: list[str]) -> list[str]:
     """Those of ``groups`` that someone is in, in their order.
 
@@ -213,14 +227,9 @@ async def _groups_with_members(layer, groups: list[str]) -> list[str]:
     that out, per group: this asks about all of them in one pipeline per Redis server,
     first dropping the members that expired, as ``group_send`` does.
     """
-    # Not imported here: a process without Redis would load redis-py and channels-redis at
-    # start for nothing (about 70 ms). A channels-redis layer has loaded them.
-    redis_layers = sys.modules.get("channels_redis.core")
-    if redis_layers is None or not isinstance(layer, redis_layers.RedisChannelLayer):
+    by_server = groups_by_redis_server(layer, groups)
+    if by_server is None:
         return groups
-    by_server = defaultdict(list)
-    for group in groups:
-        by_server[layer.consistent_hash(group)].append(group)
     expired_before = int(time.time()) - layer.group_expiry
     watched = set()
     for server, its_groups in by_server.items():
@@ -302,7 +311,7 @@ def publish(event: ScoringEvent) -> None:
 
     A failure is logged, not raised: the event is stored, and each WebSocket
     connection resyncs its channels from the table
-    (``ScoringEventsConsumer.resync_forever``), so a client that stays
+    (``scoring.realtime.resync``), so a client that stays
     connected through a Redis outage still gets it.
     """
     _this_process_publisher().send(event)
@@ -354,16 +363,10 @@ def replay_pages(positions: dict[str, int | None]) -> dict[str, tuple[list[dict]
     }
 
 
-def events_above_marks(marks: dict[str, int], limit: int = CATCHUP_PAGE_SIZE) -> list[tuple[dict, list[str]]]:
-    """Stored events of the channels in ``marks`` with ids above each channel's
-    mark, oldest first, at most ``limit``, each with its channels: one query for
-    any number of channels."""
-    if not marks:
-        return []
-    wanted = Q()
-    for channel, mark in marks.items():
-        wanted |= _of_channel_after(channel, mark)
-    rows = ScoringEvent.objects.filter(wanted).order_by("id")[:limit]
+def events_above(after_id: int, limit: int) -> list[tuple[dict, list[str]]]:
+    """Stored events with id > ``after_id``, of every channel, oldest first, at most
+    ``limit``, each with its channels."""
+    rows = ScoringEvent.objects.filter(id__gt=after_id).order_by("id")[:limit]
     return [(payload(event), channels_of(event)) for event in rows]
 
 

@@ -310,21 +310,19 @@ def test_prune_command_uses_the_current_time(score, settings, capsys):
 
 
 @pytest.mark.django_db
-def test_events_above_marks_reads_each_channel_from_its_own_mark():
-    first, second, other = (make_score(make_session(), status="in_progress") for _ in range(3))
+def test_events_above_reads_every_channel_from_the_mark_with_each_event_s_channels():
+    first, second = (make_score(make_session(), status="in_progress") for _ in range(2))
     with transaction.atomic():
-        old_first = events.record(events.PROGRESS, first, phase=events.PHASE_ANALYZING)
-        new_first = events.record(events.PROGRESS, first, phase=events.PHASE_MISSING_TOOLS)
-        second_done = events.record(events.COMPLETED, second, total_score=40)
-        events.record(events.PROGRESS, other, phase=events.PHASE_ANALYZING)  # channel not asked for
-    marks = {f"session:{first.session_id}": old_first.id, f"session:{second.session_id}": 0}
+        old = events.record(events.PROGRESS, first, phase=events.PHASE_ANALYZING)
+        progress = events.record(events.PROGRESS, first, phase=events.PHASE_MISSING_TOOLS)
+        done = events.record(events.COMPLETED, second, total_score=40)
 
-    found = events.events_above_marks(marks)
+    found = events.events_above(old.id, limit=10)
 
     assert [(event["id"], channels) for event, channels in found] == [
-        (new_first.id, [f"session:{first.session_id}"]),
-        (second_done.id, ["sessions", f"session:{second.session_id}"]),
+        (progress.id, [f"session:{first.session_id}"]),
+        (done.id, ["sessions", f"session:{second.session_id}"]),
     ]
-    assert [event["id"] for event, _ in events.events_above_marks({"sessions": 0})] == [second_done.id]
-    assert events.events_above_marks({}) == []
+    assert [event["id"] for event, _ in events.events_above(0, limit=2)] == [old.id, progress.id]
+    assert events.events_above(done.id, limit=10) == []
 

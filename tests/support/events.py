@@ -6,7 +6,7 @@ from django.db import transaction
 from scoring.models import ScoringEvent
 from scoring.realtime import events
 
-IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+IN_MEMORY_LAYER = {"default": {"BACKEND": "scoring.realtime.layers.InMemoryChannelLayer"}}
 
 
 def record_committed(event_type, score, **fields) -> ScoringEvent:
