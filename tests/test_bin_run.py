@@ -27,34 +27,46 @@ LOCAL_JUDGE = {
 }
 
 
-def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and_worker(tmp_path):
-    var_dir = tmp_path / "var"
+def run_until_ready(
+    tmp_path, env: dict, *args: str, ready_too: str | None = None
+) -> tuple[int, str, list[psutil.Process], list[list[str]]]:
+    """Run ``bin/run *args`` until it is ready (and ``ready_too`` is on the screen), then stop it
+    with SIGTERM: its exit code, what it showed, the processes it had started, and their
+    command lines when it was ready."""
     screen = tmp_path / "screen.txt"
-    env = child_env(
-        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        PORT=str(free_port()),
-        TARSY_SCORING_VAR_DIR=str(var_dir),
-        **LOCAL_JUDGE,
-    )
     with screen.open("wb") as output:
         run = subprocess.Popen(
-            [str(REPO_DIR / "bin" / "run")], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
+            [str(REPO_DIR / "bin" / "run"), *args], stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp_path
         )
     try:
         wait_for_log(screen, READY, run, timeout_s=180)
-        wait_for_log(screen, r"Q Cluster \S+ \[tarsy-scoring\] running", run)
+        if ready_too is not None:
+            wait_for_log(screen, ready_too, run)
         started = psutil.Process(run.pid).children(recursive=True)
-        names = " ".join(" ".join(process.cmdline()) for process in started)
-        assert "tarsy_scoring.server" in names and "scoring_worker" in names
-
+        commands = [process.cmdline() for process in started]
         run.send_signal(signal.SIGTERM)
         exit_code = run.wait(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
+    return exit_code, screen.read_text(), started, commands
 
-    shown = screen.read_text()
+
+def test_a_first_start_keeps_migrations_off_the_screen_and_sigterm_stops_web_and_worker(tmp_path):
+    var_dir = tmp_path / "var"
+    env = child_env(
+        db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        PORT=str(free_port()),
+        TARSY_SCORING_VAR_DIR=str(var_dir),
+        **LOCAL_JUDGE,
+    )
+    exit_code, shown, started, commands = run_until_ready(
+        tmp_path, env, ready_too=r"Q Cluster \S+ \[tarsy-scoring\] running"
+    )
+
+    names = " ".join(" ".join(command) for command in commands)
+    assert "tarsy_scoring.server" in names and "scoring_worker" in names
     assert exit_code == 128 + signal.SIGTERM
     assert "Applying " not in shown and "static files copied" not in shown
     # Both sources' samples, so that a new user sees both.
@@ -104,32 +116,16 @@ def test_a_failing_set_up_step_shows_the_end_of_its_output(tmp_path):
 def test_a_local_judge_is_installed_started_pointed_at_and_stopped_with_the_rest(tmp_path):
     var_dir = tmp_path / "var"
     link_installed_model(var_dir)
-    screen = tmp_path / "screen.txt"
     env = child_env(
         db_url=f"sqlite:///{tmp_path / 'db.sqlite3'}",
         PORT=str(free_port()),
         TARSY_SCORING_VAR_DIR=str(var_dir),
         LOCAL_JUDGE_MODEL=MODEL.name,
     )
-    with screen.open("wb") as output:
-        run = subprocess.Popen(
-            [str(REPO_DIR / "bin" / "run"), "--local-judge"],
-            stdout=output, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-        )  # fmt: skip
-    try:
-        wait_for_log(screen, READY, run, timeout_s=180)
-        started = psutil.Process(run.pid).children(recursive=True)
-        servers = [process for process in started if "serve" in process.cmdline()]
-        assert [process.cmdline()[1] for process in servers] == [local_model.__file__]
+    exit_code, shown, started, commands = run_until_ready(tmp_path, env, "--local-judge")
 
-        run.send_signal(signal.SIGTERM)
-        exit_code = run.wait(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
-
-    shown = screen.read_text()
+    servers = [command for command in commands if "serve" in command]
+    assert [command[1] for command in servers] == [local_model.__file__]
     assert exit_code == 128 + signal.SIGTERM
     before_ready = shown.split(READY)[0]
     assert f"checking the SHA256 of {MODEL.path(var_dir).name}" in before_ready
