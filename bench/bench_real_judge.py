@@ -7,13 +7,14 @@ Run from the repository root (CPU-bound for minutes a session: nice it on a shar
 The local model (``manage.py local_model``; Qwen2.5-Coder-1.5B-Instruct by default, installed
 first if it is not) runs on llama.cpp's server on loopback, behind the tests' recording proxy
 (tests/support/local_model.py), with the window it was made for (32,768 tokens) and the
-server's default sampling (the service sets none). Each session (scoring/samples/, the real
-tarsy-bot documents in ../shared/data/tarsy-bot/ when that folder is there, ``--documents``
-adds folders) is judged ``--repeats`` times by the service's own conversation
-(``conversation.run_judge``). Per session: the turn-1 prompt's tokens by our count (litellm's
-counter, as fitting counts) and by the model's (its ``/tokenize``), and what the model reports
-having read with its chat template; seconds per scoring; the shape of each reply; the scores
-and their spread. Prints Markdown tables; see docs/performance.md.
+service's sampling settings (SCORING_LLM_TEMPERATURE, SCORING_LLM_SEED). Each session
+(scoring/samples/, the real tarsy-bot documents in ../shared/data/tarsy-bot/ when that folder
+is there, ``--documents`` adds folders) is judged ``--repeats`` times by the service's own
+conversation (``conversation.run_judge``). Per session: the turn-1 prompt's tokens by litellm's
+default counter and by the model's (its ``/tokenize``, which the service counts with), and what
+the model reports having read with its chat template; seconds per scoring; the shape of turn 1's
+reply, whether the judge was asked for its evaluation and gave it, and turn 2's reply; the
+scores and their spread. Prints Markdown tables; see docs/performance.md.
 """
 
 from __future__ import annotations
@@ -60,13 +61,18 @@ def turn2_shape(reply: str) -> str:
 
 def judge_once(session, judge) -> dict:
     """One scoring of ``session``; what the proxy saw of it."""
-    from scoring.judge import conversation, errors, fitting, llm, local_model
+    from scoring.judge import conversation, errors, fitting, local_model, tokens
+    from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
 
     judge.proxy.forget()
     started = time.monotonic()
     try:
         result = conversation.run_judge(session, on_phase=lambda phase: None)
-        outcome = {"score": result.total_score, "coverage": result.input_coverage}
+        outcome = {
+            "score": result.total_score,
+            "coverage": result.input_coverage,
+            "evaluated": not result.analysis_missing,
+        }
     except errors.JudgeLLMError as error:
         outcome = {"score": None, "error": str(error)[:120]}
     outcome["seconds"] = time.monotonic() - started
@@ -76,13 +82,21 @@ def judge_once(session, judge) -> dict:
         prompt = prompt if isinstance(prompt, str) else "".join(block.get("text", "") for block in prompt)
         answered = [call for call in calls if call.status == 200]
         contents = [call.answer["choices"][0]["message"]["content"] for call in answered]
+        asked = [call.messages[-1]["content"] for call in answered]
+        asked_evaluation = EVALUATION_FOLLOWUP_PROMPT in asked
         outcome |= {
-            "ours": llm.count_tokens(prompt),
+            "ours": tokens.litellm_count(prompt),
             "models": len(local_model.tokenize(judge.server.url, prompt)),
             "read": answered[0].answer["usage"]["prompt_tokens"] if answered else None,
             "calls": len(calls),
             "turn1": turn1_shape(contents[0]) if contents else "-",
-            "turn2": turn2_shape(contents[-1]) if len(contents) >= 2 else "-",
+            "evaluation": (
+                "-" if "evaluated" not in outcome
+                else ("asked: " if asked_evaluation else "") + ("given" if outcome["evaluated"] else "none")
+            ),
+            "turn2": (
+                turn2_shape(contents[-1]) if asked and asked[-1] == JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS else "not asked"
+            ),
             "window": fitting.context_window(),
         }
     return outcome
@@ -163,10 +177,10 @@ def main() -> None:
 
 def print_rows(rows) -> None:
     print(
-        "| Session | Prompt tokens: ours / model's (ratio) / read with template | Seconds per scoring "
-        "| Calls | Turn 1 replies | Turn 2 replies | Scores | Spread |"
+        "| Session | Prompt tokens: litellm's / model's (ratio) / read with template | Seconds per scoring "
+        "| Calls | Turn 1 replies | Evaluation | Turn 2 replies | Scores | Spread |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for name, runs in rows:
         first = next((run for run in runs if "ours" in run), {})
@@ -182,14 +196,15 @@ def print_rows(rows) -> None:
             f"| {name[:50]} | {tokens} | {spread([run['seconds'] for run in runs], 0)} "
             f"| {'/'.join(str(run.get('calls', 0)) for run in runs)} "
             f"| {'; '.join(run.get('turn1', '-') for run in runs)} "
+            f"| {'; '.join(run.get('evaluation', '-') for run in runs)} "
             f"| {'; '.join(run.get('turn2', '-') for run in runs)} "
             f"| {', '.join('failed' if score is None else str(score) for score in scores)} "
             f"| {max(scored) - min(scored) if len(scored) > 1 else '-'} |"
         )
         for failure in dict.fromkeys(failures):
-            print(f"|  | failed: {failure} | | | | | | |")
+            print(f"|  | failed: {failure} | | | | | | | |")
     if ratios:
-        print(f"| **median** | model's / ours {statistics.median(ratios):.2f} | | | | | | |")
+        print(f"| **median** | model's / litellm's {statistics.median(ratios):.2f} | | | | | | | |")
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ def _at_once() -> str:
     limit = f"SCORING_JUDGE_CONCURRENCY={concurrency}" if concurrency else "SCORING_JUDGE_CONCURRENCY not set"
     return (
         f"up to {_count(calls, 'judge call')} ({limit}): {_count(jobs, 'job')} of {workers} worker "
-        f"process{'es' if workers != 1 else ''} x {_count(per_worker, 'slot')}, {_count(samples, 'call')} each "
-        "(SCORING_JUDGE_SAMPLES)"
+        f"process{'es' if workers != 1 else ''} x {_count(per_worker, 'slot')}, "
+        f"{_count(samples, 'call')} each (SCORING_JUDGE_SAMPLES)"
     )
 
 

@@ -28,7 +28,11 @@ from django.conf import settings
 from scoring.judge import llm, tokens
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.parts import Cuttable, ToolResult
-from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.judge.prompts import (
+    EVALUATION_FOLLOWUP_PROMPT,
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    RESTATE_SCORE_PROMPT,
+)
 
 # Room kept for each judge reply: turn 1's (resent in turn 2) and turn 2's.
 REPLY_TOKENS = 4_096
