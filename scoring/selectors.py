@@ -380,12 +380,6 @@ def scoring_input_tokens(prompt_chars: int, scorings: int = 1) -> int:
     return estimated_tokens(2 * prompt_chars + scorings * len(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS))
 
 
-def estimate_input_tokens(sessions) -> int:
-    """Rough judge input tokens for scoring these sessions (for --dry-run)."""
-    totals = sessions.aggregate(count=Count("pk"), prompts=Sum(PROMPT_CHARS))
-    return scoring_input_tokens(totals["prompts"] or 0, totals["count"])
-
-
 def mean_output_tokens(judge_model: str) -> tuple[int | None, int]:
     """The mean output tokens of a scoring by ``judge_model`` (its completed scores'), and of
     how many scores; None when it has none."""

@@ -232,9 +232,10 @@ def test_rescore_button_carries_the_estimated_tokens_it_costs(admin_client):
     stored_before_prompts_were_measured = make_session(investigation_bytes=10_000)
     make_score(stored_before_prompts_were_measured)
     view = score_view(admin_client, stored_before_prompts_were_measured)
-    estimate = selectors.estimate_input_tokens(
+    [annotated] = selectors.with_scoring_estimate(
         AlertSession.objects.filter(pk=stored_before_prompts_were_measured.pk)
     )
+    estimate = selectors.scoring_input_tokens(annotated.prompt_chars)
     assert f'data-estimated-tokens="{estimate}">Re-score</button>' in view
 
 

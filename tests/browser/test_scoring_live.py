@@ -69,7 +69,8 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
     assert SessionScore.objects.get(session=session).score_triggered_by == "operator"
 
     # Re-score asks first, saying what it costs; Cancel sends nothing.
-    estimate = selectors.estimate_input_tokens(AlertSession.objects.filter(pk=session.pk))
+    [annotated] = selectors.with_scoring_estimate(AlertSession.objects.filter(pk=session.pk))
+    estimate = selectors.scoring_input_tokens(annotated.prompt_chars)
     panel.get_by_role("button", name="Re-score").click()
     dialog = page.locator("dialog.confirm-scoring")
     expect(dialog).to_contain_text(f"about {estimate:,} input tokens")
