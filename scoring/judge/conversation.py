@@ -261,11 +261,12 @@ def _converse(
 ) -> JudgeResult:
     prompt = fitted.prompt
     prompt_message = _prompt_message(prompt)
+    reply_cap = sampling.judge_reply_cap()
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
         chosen = _score_sample(
             prompt_message,
-            lambda messages: usage.add(llm.complete(messages, deadline=deadline)),
+            lambda messages: usage.add(llm.complete(messages, deadline=deadline, max_tokens=reply_cap)),
             transcript.new_conversation(),
         )
         stability = {}
@@ -280,7 +281,10 @@ def _converse(
         messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
         # Patient: sent back to the queue now, the scoring would ask turn 1 again.
         missing_tools_analysis = chosen.recorded.ask(
-            lambda messages: usage.add(llm.complete(messages, deadline=deadline, patient=True)), messages
+            lambda messages: usage.add(
+                llm.complete(messages, deadline=deadline, patient=True, max_tokens=reply_cap)
+            ),
+            messages,
         )
     else:
         logger.warning("the judge gave its score without an evaluation, even when asked again: turn 2 not sent")
@@ -377,7 +381,7 @@ def _median_sample(
             prompt_message, lambda messages: usage.add(ask(messages)), transcript.new_conversation()
         )
 
-    outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
+    outcomes = llm.run_concurrently([sample] * k, deadline=deadline, max_tokens=sampling.judge_reply_cap())
     # A quota is capacity, not a sample's failure: the scoring waits for it with all k samples.
     rate_limited = next((outcome for outcome in outcomes if isinstance(outcome, errors.RateLimited)), None)
     if rate_limited is not None:
