@@ -6,8 +6,9 @@ Run from the repository root (CPU-bound for minutes a session: nice it on a shar
 
 The local model (``manage.py local_model``; Qwen2.5-Coder-1.5B-Instruct by default, installed
 first if it is not) runs on llama.cpp's server on loopback, behind the tests' recording proxy
-(tests/support/local_model.py), with the window it was made for (32,768 tokens) and the
-service's sampling settings (SCORING_LLM_TEMPERATURE, SCORING_LLM_SEED). Each session
+(tests/support/local_model.py), with the window it was made for (32,768 tokens, or
+``--context-tokens``) and the service's sampling settings (SCORING_LLM_TEMPERATURE,
+SCORING_LLM_SEED). Each session
 (scoring/samples/, the real tarsy-bot documents in ../shared/data/tarsy-bot/ when that folder
 is there, ``--documents`` adds folders) is judged ``--repeats`` times by the service's own
 conversation (``conversation.run_judge``). Per session: the turn-1 prompt's tokens by litellm's
@@ -116,6 +117,11 @@ def main() -> None:
         "--documents", type=Path, action="append", default=[], help="another folder of sessions"
     )
     parser.add_argument("--threads", type=int, help="the server's CPU threads (default: one a core)")
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        help="the server's window (default: the model's, 32,768); a smaller one is fitted to, and is quicker",
+    )
     args = parser.parse_args()
 
     machine = machine_description()
@@ -141,7 +147,10 @@ def main() -> None:
         home = local_model.home_in(settings.VAR_DIR)
         if local_model.installed_model(model, home) is None:
             local_model.install(model, home, say=lambda message: print(f"==> {message}", file=sys.stderr))
-        server = local_model.launch(model, home, port=free_port(), threads=args.threads, log_dir=folder)
+        window = {"context_tokens": args.context_tokens} if args.context_tokens else {}
+        server = local_model.launch(
+            model, home, port=free_port(), threads=args.threads, log_dir=folder, **window
+        )
         proxy = RecordingProxy(server.url).start()
         judge = RealJudge(server, proxy)
         rows = []
