@@ -3,6 +3,7 @@
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 
 from django.conf import settings
@@ -261,6 +262,17 @@ def _in_progress_count() -> PrecompiledQuery:
         for model in (SessionScore, InsightReport)
     )
     return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
+
+
+def scoring_spend_usd(*, day_since_us: int, month_since_us: int) -> tuple[Decimal, Decimal]:
+    """What the scorings completed since each moment cost (their stored ``cost_usd``; one
+    unpriced costs nothing): the day's and the month's, the day's start not before the month's.
+    One statement, served by the (completed_at_us, cost_usd) index."""
+    spend = SessionScore.objects.filter(completed_at_us__gte=month_since_us, cost_usd__isnull=False).aggregate(
+        today=Sum("cost_usd", filter=Q(completed_at_us__gte=day_since_us), default=Decimal(0)),
+        month=Sum("cost_usd", default=Decimal(0)),
+    )
+    return spend["today"], spend["month"]
 
 
 def reports_in_progress_count() -> int:
