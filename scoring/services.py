@@ -532,6 +532,29 @@ def hold_automatic_scorings(spend: budget.Spend, *, now: int, session_ids=None) 
     return len(held)
 
 
+def release_budget_waits() -> int:
+    """Make the automatic scorings that wait for a spend budget due now, when no budget is used
+    up any more (it was raised or removed); return how many. The minutely cleanup runs it: a
+    budget freed by its period's end needs nothing, its scorings fall due then."""
+    now = now_us()
+    if budget.budgets_set() and budget.current_spend(now).used_up:
+        return 0
+    with transaction.atomic():
+        released = (
+            SessionScore.objects.filter(
+                status=Status.PENDING,
+                started_at_us__gt=now,
+                rate_limited_since_us__isnull=True,
+                score_triggered_by__startswith=budget.AUTOMATIC,
+            )
+            .exclude(waiting_reason="")
+            .update(started_at_us=now, waiting_reason="")
+        )
+        if released:
+            transaction.on_commit(lambda: wake_workers(released))
+    return released
+
+
 def take_turn(lock_key: int) -> None:
     """Make the writes of the current transaction that read-then-write under ``lock_key``
     take turns, across every process and host.

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from scoring import budget, services
+from scoring import budget, services, tasks
 from scoring.models import ScoringEvent, ScoringStatus, SessionScore
 from scoring.realtime import events
 from scoring.tarsy import sync
@@ -214,3 +214,31 @@ def test_a_manual_scoring_over_budget_is_refused_until_confirmed(settings):
     assert created and score.status == "pending" and score.waiting_reason == ""
     # Asking for a scoring that is already there costs nothing: nothing to confirm.
     assert services.score_request(session_id=session.pk, triggered_by="bob") == (score, False)
+
+
+def test_scorings_waiting_for_a_budget_that_was_raised_go_at_the_next_cleanup(settings):
+    settings.SCORING_BUDGET_USD_PER_DAY = 1
+    make_score(make_session(), cost_usd=Decimal("1"), completed_at_us=services.now_us())
+    automatic = make_score(make_session(), ScoringStatus.PENDING, score_triggered_by=SYNC)
+    rate_limited = make_score(
+        make_session(),
+        ScoringStatus.PENDING,
+        score_triggered_by=SYNC,
+        started_at_us=services.now_us() + 3_600_000_000,
+        waiting_reason="judge LLM rate-limited (429): try later",
+        rate_limited_since_us=services.now_us(),
+    )
+    assert services.claim_pending_scores(1) == []
+    tasks.cleanup_orphans()
+    automatic.refresh_from_db()
+    assert automatic.waiting_for == "budget"  # still used up: it waits on
+
+    settings.SCORING_BUDGET_USD_PER_DAY = 5
+    tasks.cleanup_orphans()
+
+    automatic.refresh_from_db()
+    assert (automatic.status, automatic.waiting_reason) == ("pending", "")
+    assert automatic.started_at_us <= services.now_us()
+    assert SessionScore.objects.get(pk=rate_limited.pk).started_at_us == rate_limited.started_at_us  # the quota's own
+    [claimed] = services.claim_pending_scores(1)
+    assert claimed.score_id == automatic.score_id
