@@ -70,31 +70,49 @@ class Spend:
 
 
 def budgets_set() -> bool:
-    return settings.SCORING_BUDGET_USD_PER_DAY is not None or settings.SCORING_BUDGET_USD_PER_MONTH is not None
+    return (settings.SCORING_BUDGET_USD_PER_DAY, settings.SCORING_BUDGET_USD_PER_MONTH) != (None, None)
 
 
 def current_spend(now_us: int) -> Spend:
     """The spend of the day and month that ``now_us`` is in, against the budgets."""
-    now = datetime.fromtimestamp(now_us / 1_000_000, tz=UTC)
-    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    day = datetime.fromtimestamp(now_us / 1_000_000, tz=UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     month = day.replace(day=1)
-    next_day_us = _us(day) + 86_400_000_000
     next_month = month.replace(year=month.year + 1, month=1) if month.month == 12 else month.replace(month=month.month + 1)
-    next_month_us = _us(next_month)
-    today, this_month = selectors.scoring_spend_usd(day_since_us=_us(day), month_since_us=_us(month))
+    today = selectors.spend_since_usd(_us(day))
+    this_month = _spend_of_earlier_days(_us(month), _us(day)) + today
     # The month's first: waiting for tomorrow would not help.
-    for period, spent, budget, setting, frees_at_us in (
-        ("monthly", this_month, settings.SCORING_BUDGET_USD_PER_MONTH, "SCORING_BUDGET_USD_PER_MONTH", next_month_us),
-        ("daily", today, settings.SCORING_BUDGET_USD_PER_DAY, "SCORING_BUDGET_USD_PER_DAY", next_day_us),
+    for period, spent, setting, frees_at_us in (
+        ("monthly", this_month, "SCORING_BUDGET_USD_PER_MONTH", _us(next_month)),
+        ("daily", today, "SCORING_BUDGET_USD_PER_DAY", _us(day) + 86_400_000_000),
     ):
-        if budget is not None and spent >= Decimal(str(budget)):
-            used_up = f"the {period} scoring budget is used up (${spent:,.2f} spent of {setting}=${budget:,.2f})"
+        limit = getattr(settings, setting)
+        if limit is not None and spent >= Decimal(str(limit)):
+            used_up = f"the {period} scoring budget is used up (${spent:,.2f} spent of {setting}=${limit:,.2f})"
             return Spend(today, this_month, used_up, frees_at_us)
     return Spend(today, this_month)
 
 
 def _us(moment: datetime) -> int:
     return int(moment.timestamp()) * 1_000_000
+
+
+# The spend of the month's days before today, read once a day per process: a scoring completed
+# on an earlier day no longer changes, so each check sums today's scorings alone.
+_earlier_days: dict[tuple[int, int], Decimal] = {}
+
+
+def _spend_of_earlier_days(month_us: int, day_us: int) -> Decimal:
+    key = (month_us, day_us)
+    if key not in _earlier_days:
+        spent = selectors.spend_between_usd(month_us, day_us)
+        _earlier_days.clear()
+        _earlier_days[key] = spent
+    return _earlier_days[key]
+
+
+def forget_earlier_days() -> None:
+    """Read the month's earlier days again at the next check (tests change the database under one process)."""
+    _earlier_days.clear()
 
 
 class OverBudget(Exception):

@@ -264,15 +264,30 @@ def _in_progress_count() -> PrecompiledQuery:
     return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
 
 
-def scoring_spend_usd(*, day_since_us: int, month_since_us: int) -> tuple[Decimal, Decimal]:
-    """What the scorings completed since each moment cost (their stored ``cost_usd``; one
-    unpriced costs nothing): the day's and the month's, the day's start not before the month's.
-    One statement, served by the (completed_at_us, cost_usd) index."""
-    spend = SessionScore.objects.filter(completed_at_us__gte=month_since_us, cost_usd__isnull=False).aggregate(
-        today=Sum("cost_usd", filter=Q(completed_at_us__gte=day_since_us), default=Decimal(0)),
-        month=Sum("cost_usd", default=Decimal(0)),
-    )
-    return spend["today"], spend["month"]
+def spend_since_usd(since_us: int) -> Decimal:
+    """What the scorings completed since ``since_us`` cost (their stored ``cost_usd``; an
+    unpriced one costs nothing): every claim asks while a budget is set, so its statement is
+    compiled once, and the (completed_at_us, cost_usd) index alone serves it."""
+    ((total,),) = _spend_since().rows(since_us=since_us)
+    # SQLite sums the column as floating point: back to the column's ten decimal places.
+    return Decimal(0) if total is None else Decimal(str(total)).quantize(SPEND_QUANTUM)
+
+
+SPEND_QUANTUM = Decimal("1e-10")
+
+
+@cache
+def _spend_since() -> PrecompiledQuery:
+    marker = -1
+    costs = SessionScore.objects.filter(completed_at_us__gte=marker, cost_usd__isnull=False).order_by()
+    return precompile(costs.values("cost_usd").query, wrap="SELECT SUM(spent.cost_usd) FROM ({}) AS spent", since_us=marker)
+
+
+def spend_between_usd(since_us: int, until_us: int) -> Decimal:
+    """What the scorings completed from ``since_us`` until before ``until_us`` cost."""
+    return SessionScore.objects.filter(completed_at_us__gte=since_us, completed_at_us__lt=until_us).aggregate(
+        spent=Sum("cost_usd", default=Decimal(0))
+    )["spent"].quantize(SPEND_QUANTUM)
 
 
 def reports_in_progress_count() -> int:

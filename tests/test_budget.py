@@ -77,7 +77,7 @@ def test_a_sync_scores_only_the_share_of_each_alert_type_and_a_second_run_picks_
 # --- The spend ---------------------------------------------------------------------------------------
 
 
-def test_the_spend_of_the_day_and_the_month_are_summed_from_the_stored_costs(settings):
+def test_the_spend_of_the_day_and_the_month_are_summed_from_the_stored_costs(settings, django_assert_num_queries):
     settings.SCORING_BUDGET_USD_PER_MONTH = 10
     now = us("2026-12-31T10:00:00")
     session = make_session()
@@ -94,6 +94,8 @@ def test_the_spend_of_the_day_and_the_month_are_summed_from_the_stored_costs(set
 
     assert (spend.today_usd, spend.month_usd) == (Decimal("1.75"), Decimal("9.75"))
     assert spend.used_up == ""
+    with django_assert_num_queries(1):  # today's scorings alone: the earlier days' are remembered
+        assert budget.current_spend(now) == spend
     make_score(session, completed_at_us=us("2026-12-31T09:30:00"), cost_usd=Decimal("0.25"))
     spend = budget.current_spend(now)
     assert spend.used_up == (
