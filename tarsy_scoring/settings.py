@@ -480,7 +480,7 @@ SCORING_BUDGET_USD_PER_DAY = env_optional_number("SCORING_BUDGET_USD_PER_DAY", N
 SCORING_BUDGET_USD_PER_MONTH = env_optional_number("SCORING_BUDGET_USD_PER_MONTH", None)
 
 
-def _auto_score_shares(name: str) -> dict:
+def _auto_score_shares() -> dict:
     """SCORING_AUTO_SCORE_SHARES: which share (0 to 1) of the sessions a sync imports gets scored,
     as JSON: {"default": 1, "alert_types": {"<alert type>": 0.1}, "chains": {"<chain id>": 0.5}}.
 
@@ -488,7 +488,8 @@ def _auto_score_shares(name: str) -> dict:
     scoring spends (the daily cap, the budgets) in the deployment's configuration, where operators
     review and version them together, is the same in every process, and a mistake in it stops the
     start instead of scoring every session."""
-    raw = os.environ.get(name, "").strip()
+    name = "SCORING_AUTO_SCORE_SHARES"
+    raw = os.environ.get("SCORING_AUTO_SCORE_SHARES", "").strip()
     try:
         shares = json.loads(raw) if raw else {}
     except ValueError as exc:
@@ -510,7 +511,7 @@ def _auto_score_shares(name: str) -> dict:
     return parsed
 
 
-SCORING_AUTO_SCORE_SHARES = _auto_score_shares("SCORING_AUTO_SCORE_SHARES")
+SCORING_AUTO_SCORE_SHARES = _auto_score_shares()
 for _name, _value, _least in (
     ("TARSY_SYNC_INTERVAL_S", TARSY_SYNC_INTERVAL_S, 0.001),
     ("TARSY_SYNC_TIMEOUT_S", TARSY_SYNC_TIMEOUT_S, 0.001),

@@ -315,7 +315,7 @@ def test_secret_key_from_the_environment_wins_and_writes_nothing(tmp_path):
 def test_readme_configuration_table_lists_every_variable_the_settings_read():
     source = (REPO_DIR / "tarsy_scoring" / "settings.py").read_text()
     read = set(re.findall(r'os\.environ(?:\.get|\.setdefault)?[(\[]\s*"([A-Z][A-Z0-9_]+)"', source))
-    read |= set(re.findall(r'env_(?:bool|number|list|networks)\(\s*"([A-Z][A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'env_(?:bool|number|optional_number|list|networks)\(\s*"([A-Z][A-Z0-9_]+)"', source))
     readme = (REPO_DIR / "README.md").read_text()
     documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", readme, flags=re.MULTILINE))
 
