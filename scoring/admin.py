@@ -16,9 +16,9 @@ from django.db.models.functions import Left
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
-from django.template.response import TemplateResponse
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 

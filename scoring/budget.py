@@ -5,7 +5,8 @@ SCORING_BUDGET_USD_PER_MONTH).
 
 The spend is the sum of the cost stored on each scoring (``SessionScore.cost_usd``: litellm's
 cost of its calls, the prompt cache's discount included) completed in the period, read from
-the database, so every process sees the same. Once it reaches a budget, automatic scorings
+the database, so every process counts the same (each remembers the month's earlier days for
+the day: ``_spend_of_earlier_days``). Once it reaches a budget, automatic scorings
 wait for the next period (``services.hold_automatic_scorings``) and a manual one is refused
 until its requester confirms (``OverBudget``).
 """
