@@ -27,6 +27,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
+from scoring import identities
 from scoring.judge.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
@@ -281,6 +282,16 @@ def _spend_since() -> PrecompiledQuery:
     marker = -1
     costs = SessionScore.objects.filter(completed_at_us__gte=marker, cost_usd__isnull=False).order_by()
     return precompile(costs.values("cost_usd").query, wrap="SELECT SUM(spent.cost_usd) FROM ({}) AS spent", since_us=marker)
+
+
+def waiting_for_budget_q() -> Q:
+    """The automatic scorings that wait for a spend budget (``services.hold_automatic_scorings``):
+    pending with a waiting reason that is not the provider's quota's."""
+    return Q(
+        status=ScoringStatus.PENDING,
+        score_triggered_by__startswith=identities.SYNC_SCORING,
+        rate_limited_since_us__isnull=True,
+    ) & ~Q(waiting_reason="")
 
 
 def spend_between_usd(since_us: int, until_us: int) -> Decimal:

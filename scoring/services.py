@@ -540,15 +540,8 @@ def release_budget_waits() -> int:
     if budget.budgets_set() and budget.current_spend(now).used_up:
         return 0
     with transaction.atomic():
-        released = (
-            SessionScore.objects.filter(
-                status=Status.PENDING,
-                started_at_us__gt=now,
-                rate_limited_since_us__isnull=True,
-                score_triggered_by__startswith=budget.AUTOMATIC,
-            )
-            .exclude(waiting_reason="")
-            .update(started_at_us=now, waiting_reason="")
+        released = SessionScore.objects.filter(selectors.waiting_for_budget_q(), started_at_us__gt=now).update(
+            started_at_us=now, waiting_reason=""
         )
         if released:
             transaction.on_commit(lambda: wake_workers(released))
