@@ -1,6 +1,7 @@
 """Alert sessions imported from TARSy, and the judge's scores of them."""
 
 import uuid
+from decimal import Decimal
 from functools import cached_property
 
 from django.conf import settings
@@ -170,6 +171,10 @@ class AlertSession(models.Model):
         return alert_heading(self.alert_type, self.alert_data, self.final_analysis_summary)
 
 
+# The smallest step of a stored cost in USD (the cost_usd columns' ten decimal places).
+COST_QUANTUM = Decimal("1e-10")
+
+
 class ScoringStatus(models.TextChoices):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
@@ -213,6 +218,8 @@ class SessionScore(models.Model):
     # (scoring.judge.sampling.judge_label). Null for scores made before they were sent.
     judge_temperature = models.FloatField(null=True, blank=True)
     judge_seed = models.BigIntegerField(null=True, blank=True)
+    # Over the conversation's answered calls (a failed scoring's too, up to its failure); the
+    # spend budgets add cost_usd up (scoring.budget).
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)

@@ -36,6 +36,7 @@ from scoring.judge.prompts import (
 )
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import (
+    COST_QUANTUM,
     AlertSession,
     InsightReport,
     MissingTool,
@@ -271,10 +272,7 @@ def spend_since_usd(since_us: int) -> Decimal:
     compiled once, and the (completed_at_us, cost_usd) index alone serves it."""
     ((total,),) = _spend_since().rows(since_us=since_us)
     # SQLite sums the column as floating point: back to the column's ten decimal places.
-    return Decimal(0) if total is None else Decimal(str(total)).quantize(SPEND_QUANTUM)
-
-
-SPEND_QUANTUM = Decimal("1e-10")
+    return Decimal(0) if total is None else Decimal(str(total)).quantize(COST_QUANTUM)
 
 
 @cache
@@ -298,7 +296,7 @@ def spend_between_usd(since_us: int, until_us: int) -> Decimal:
     """What the scorings completed from ``since_us`` until before ``until_us`` cost."""
     return SessionScore.objects.filter(completed_at_us__gte=since_us, completed_at_us__lt=until_us).aggregate(
         spent=Sum("cost_usd", default=Decimal(0))
-    )["spent"].quantize(SPEND_QUANTUM)
+    )["spent"].quantize(COST_QUANTUM)
 
 
 def reports_in_progress_count() -> int:

@@ -14,7 +14,6 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import cache
 
 from django.conf import settings
@@ -27,6 +26,7 @@ from scoring.jobs import queue
 from scoring.judge import circuit, conversation, errors, injection, llm, pacing, rendering, replies, sampling
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
+    COST_QUANTUM,
     REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     MissingTool,
@@ -445,10 +445,14 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except errors.JudgeLLMError as exc:
             if exc.input_coverage is None:
                 return _keep_transcript(fail_scoring(score.score_id, str(exc)), transcript)
-            # What the judge was sent before it failed, as a completed score would keep it.
+            # What the judge was sent before it failed, as a completed score would keep it, and
+            # what its answered calls cost (the spend budgets count it).
             sent = [*warnings, exc.input_warning] if exc.input_warning else warnings
             return _keep_transcript(
-                fail_scoring(score.score_id, str(exc), warnings=sent, input_coverage=exc.input_coverage), transcript
+                fail_scoring(
+                    score.score_id, str(exc), warnings=sent, input_coverage=exc.input_coverage, **exc.spent
+                ),
+                transcript,
             )
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
             logger.exception("judge job for score %s lost the database", score.score_id)
@@ -624,7 +628,7 @@ def _complete(
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
         cached_input_tokens=result.cached_input_tokens,
-        cost_usd=result.cost_usd.quantize(Decimal("1e-10")) if result.cost_usd is not None else None,
+        cost_usd=result.cost_usd.quantize(COST_QUANTUM) if result.cost_usd is not None else None,
         score_samples=result.score_samples,
         score_spread=result.score_spread,
         unstable=result.unstable,

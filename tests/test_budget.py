@@ -14,7 +14,7 @@ from scoring.models import ScoringEvent, ScoringStatus, SessionScore
 from scoring.realtime import events
 from scoring.tarsy import sync
 from tests.support.factories import make_score, make_session, run_next_scoring
-from tests.support.fake_llm import Reply
+from tests.support.fake_llm import Error, Reply
 from tests.support.judge_replies import evaluated
 
 pytestmark = pytest.mark.django_db
@@ -165,6 +165,21 @@ def test_a_used_up_budget_holds_automatic_scorings_saying_why_until_the_next_day
     done = run_next_scoring()
 
     assert (done.score_id, done.status, done.waiting_reason) == (held.score_id, "completed", "")
+
+
+def test_a_scoring_that_fails_after_a_paid_call_keeps_its_cost_and_the_spend_counts_it(judge_llm, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o"
+    settings.SCORING_LLM_MAX_RETRIES = 0
+    settings.SCORING_BUDGET_USD_PER_DAY = 0.4
+    judge_llm.push(Reply(TURN1, prompt_tokens=200_000, completion_tokens=500, cached_tokens=0), Error(500))
+    make_score(make_session(), ScoringStatus.PENDING)
+
+    failed = run_next_scoring()
+
+    assert failed.status == "failed"
+    assert (failed.input_tokens, failed.output_tokens, failed.cached_input_tokens) == (200_000, 500, 0)
+    assert Decimal("0.4") < failed.cost_usd < Decimal("0.6")  # turn 1, paid for
+    assert budget.current_spend(services.now_us()).used_up.startswith("the daily scoring budget is used up")
 
 
 def test_automatic_scorings_queued_before_the_budget_ran_out_wait_and_manual_ones_run(judge_llm, settings):
