@@ -10,6 +10,7 @@ import uuid
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import Q
 from django.db.models.functions import Left
 from django.forms.models import BaseInlineFormSet
@@ -17,10 +18,11 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
 from django.template.loader import render_to_string
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from scoring import batches, selectors, services
+from scoring import batches, budget, selectors, services
 from scoring.judge import rendering
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -134,6 +136,10 @@ def outcome_message(outcome: dict[str, int]) -> str:
     if outcome["not_scorable"]:
         parts.append(f"{outcome['not_scorable']} skipped: not finished")
     return "; ".join(parts) + "."
+
+
+# The field of the admin's confirmation page that says "score past the used-up budget".
+CONFIRM_OVER_BUDGET = "confirm_over_budget"
 
 
 def score_admin_url(score_id) -> str:
@@ -290,7 +296,28 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
             "admin/scoring/score_history.html", {"scores": selectors.score_history(session.session_id)}
         )
 
-    def _request_scoring(self, request, queryset, *, force_rescore: bool):
+    def _request_scoring(self, request, queryset, *, force_rescore: bool, action: str):
+        """Queue the scorings; while a spend budget is used up, first a page that asks to confirm."""
+        confirmed = request.POST.get(CONFIRM_OVER_BUDGET) == "yes"
+        try:
+            budget.confirm_manual_scoring(services.now_us(), confirmed=confirmed)
+        except budget.OverBudget as over:
+            return TemplateResponse(
+                request,
+                "admin/scoring/confirm_over_budget.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": "Score past the spending budget?",
+                    "opts": self.model._meta,
+                    "reason": str(over),
+                    "spend": over.spend,
+                    "sessions": queryset.values_list("session_id", flat=True),
+                    "action": action,
+                    "force_rescore": force_rescore,
+                    "confirm_field": CONFIRM_OVER_BUDGET,
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                },
+            )
         outcome = batches.score_sessions(
             list(queryset.values_list("session_id", flat=True)),
             triggered_by=request.user.get_username(),
@@ -298,14 +325,15 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         )
         level = messages.SUCCESS if outcome["queued"] else messages.WARNING
         self.message_user(request, outcome_message(outcome), level)
+        return None
 
     @admin.action(description="Score selected sessions")
     def score_selected(self, request, queryset):
-        self._request_scoring(request, queryset, force_rescore=False)
+        return self._request_scoring(request, queryset, force_rescore=False, action="score_selected")
 
     @admin.action(description="Force re-score selected sessions")
     def force_rescore_selected(self, request, queryset):
-        self._request_scoring(request, queryset, force_rescore=True)
+        return self._request_scoring(request, queryset, force_rescore=True, action="force_rescore_selected")
 
 
 # --- Scores ----------------------------------------------------------------------------------------

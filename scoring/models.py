@@ -1,6 +1,7 @@
 """Alert sessions imported from TARSy, and the judge's scores of them."""
 
 import uuid
+from decimal import Decimal
 from functools import cached_property
 
 from django.conf import settings
@@ -170,6 +171,10 @@ class AlertSession(models.Model):
         return alert_heading(self.alert_type, self.alert_data, self.final_analysis_summary)
 
 
+# The smallest step of a stored cost in USD (the cost_usd columns' ten decimal places).
+COST_QUANTUM = Decimal("1e-10")
+
+
 class ScoringStatus(models.TextChoices):
     PENDING = "pending"
     IN_PROGRESS = "in_progress"
@@ -213,6 +218,8 @@ class SessionScore(models.Model):
     # (scoring.judge.sampling.judge_label). Null for scores made before they were sent.
     judge_temperature = models.FloatField(null=True, blank=True)
     judge_seed = models.BigIntegerField(null=True, blank=True)
+    # Over the conversation's answered calls (a failed scoring's too, up to its failure); the
+    # spend budgets add cost_usd up (scoring.budget).
     input_tokens = models.IntegerField(null=True, blank=True)
     output_tokens = models.IntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
@@ -242,8 +249,9 @@ class SessionScore(models.Model):
     # more (scoring.judge.replies.has_evaluation): its turn 2 was not asked (missing_tools_analysis
     # is null), a warning says so, and the insights leave it out unless asked to include it.
     analysis_missing = models.BooleanField(default=False)
-    # Why a pending score waits to be picked up again (the provider's quota), "" when it does not;
-    # and when its first 429 came, from which SCORING_RATE_LIMIT_PATIENCE_S is counted.
+    # Why a pending score waits to be picked up (the provider's quota, or for an automatic scoring
+    # the spend budget: scoring.budget), "" when it does not; and when its first 429 came, from
+    # which SCORING_RATE_LIMIT_PATIENCE_S is counted (null while it waits for the budget).
     waiting_reason = models.TextField(blank=True, default="")
     rate_limited_since_us = models.BigIntegerField(null=True, blank=True)
 
@@ -259,6 +267,8 @@ class SessionScore(models.Model):
             models.Index(fields=["status", "started_at_us"], name="ix_session_scores_stat_start"),
             # The few unstable scores, found without reading the table (insights, the dashboard's filter).
             models.Index(fields=["-score_spread"], condition=Q(unstable=True), name="ix_session_scores_unstable"),
+            # The spend of the day and month, summed at every claim while a budget is set (scoring.budget).
+            models.Index(fields=["completed_at_us", "cost_usd"], name="ix_session_scores_spend"),
         ]
         constraints = [
             models.UniqueConstraint(
@@ -288,6 +298,14 @@ class SessionScore(models.Model):
         if self.investigation_digest is None or current is None:
             return None
         return self.investigation_digest != current
+
+    @property
+    def waiting_for(self) -> str:
+        """What a waiting score waits for: "quota" (the provider's 429s), "budget" (the spend
+        budget holds an automatic scoring back), or "" when it does not wait."""
+        if not self.waiting_reason:
+            return ""
+        return "quota" if self.rate_limited_since_us is not None else "budget"
 
 
 class ScoreTranscript(models.Model):

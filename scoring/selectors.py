@@ -3,6 +3,7 @@
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cache
 
 from django.conf import settings
@@ -26,6 +27,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
+from scoring import identities
 from scoring.judge.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
@@ -34,6 +36,7 @@ from scoring.judge.prompts import (
 )
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import (
+    COST_QUANTUM,
     AlertSession,
     InsightReport,
     MissingTool,
@@ -261,6 +264,39 @@ def _in_progress_count() -> PrecompiledQuery:
         for model in (SessionScore, InsightReport)
     )
     return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
+
+
+def spend_since_usd(since_us: int) -> Decimal:
+    """What the scorings completed since ``since_us`` cost (their stored ``cost_usd``; an
+    unpriced one costs nothing): every claim asks while a budget is set, so its statement is
+    compiled once, and the (completed_at_us, cost_usd) index alone serves it."""
+    ((total,),) = _spend_since().rows(since_us=since_us)
+    # SQLite sums the column as floating point: back to the column's ten decimal places.
+    return Decimal(0) if total is None else Decimal(str(total)).quantize(COST_QUANTUM)
+
+
+@cache
+def _spend_since() -> PrecompiledQuery:
+    marker = -1
+    costs = SessionScore.objects.filter(completed_at_us__gte=marker, cost_usd__isnull=False).order_by()
+    return precompile(costs.values("cost_usd").query, wrap="SELECT SUM(spent.cost_usd) FROM ({}) AS spent", since_us=marker)
+
+
+def waiting_for_budget_q() -> Q:
+    """The automatic scorings that wait for a spend budget (``services.hold_automatic_scorings``):
+    pending with a waiting reason that is not the provider's quota's."""
+    return Q(
+        status=ScoringStatus.PENDING,
+        score_triggered_by__startswith=identities.SYNC_SCORING,
+        rate_limited_since_us__isnull=True,
+    ) & ~Q(waiting_reason="")
+
+
+def spend_between_usd(since_us: int, until_us: int) -> Decimal:
+    """What the scorings completed from ``since_us`` until before ``until_us`` cost."""
+    return SessionScore.objects.filter(completed_at_us__gte=since_us, completed_at_us__lt=until_us).aggregate(
+        spent=Sum("cost_usd", default=Decimal(0))
+    )["spent"].quantize(COST_QUANTUM)
 
 
 def reports_in_progress_count() -> int:

@@ -14,7 +14,6 @@ import math
 import time
 import uuid
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import cache
 
 from django.conf import settings
@@ -22,11 +21,12 @@ from django.db import DatabaseError, IntegrityError, close_old_connections, conn
 from django.db.models import Subquery
 from django.db.models.sql import UpdateQuery
 
-from scoring import failures, selectors
+from scoring import budget, failures, selectors
 from scoring.jobs import queue
 from scoring.judge import circuit, conversation, errors, injection, llm, pacing, rendering, replies, sampling
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
+    COST_QUANTUM,
     REVIEW_NOTE_MAX_CHARS,
     AlertSession,
     MissingTool,
@@ -235,7 +235,9 @@ def decide_scorings(session_ids, *, force_rescore: bool) -> list[tuple[selectors
     return decided
 
 
-def score_request(*, session_id, triggered_by: str, force_rescore: bool = False) -> tuple[SessionScore, bool]:
+def score_request(
+    *, session_id, triggered_by: str, force_rescore: bool = False, confirm_over_budget: bool = False
+) -> tuple[SessionScore, bool]:
     """Start scoring a session, or return the scoring it already has.
 
     Returns ``(score, created)``, as ``decide_scorings`` decides: a session that
@@ -243,7 +245,8 @@ def score_request(*, session_id, triggered_by: str, force_rescore: bool = False)
     ``SessionNotScorable``); an active score is returned as it is, or refused
     with ``ScoringInProgress`` when a re-score is forced; a finished score is
     returned unless ``force_rescore``; otherwise a new pending score is created
-    and a worker woken after commit.
+    and a worker woken after commit, unless a spend budget is used up and the
+    request does not ``confirm_over_budget`` (``budget.OverBudget``).
     """
     decided = decide_scorings([session_id], force_rescore=force_rescore)
     if not decided:
@@ -259,6 +262,7 @@ def score_request(*, session_id, triggered_by: str, force_rescore: bool = False)
         if decision is ScoringDecision.IN_PROGRESS and force_rescore:
             raise ScoringInProgress(latest)
         return latest, False
+    budget.confirm_manual_scoring(now_us(), confirmed=confirm_over_budget)
     record_criteria()
     try:
         # The partial unique index (one active score per session) settles races
@@ -383,6 +387,10 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
             if room <= 0:
                 return []
             started_at_us = now_us()
+            if budget.budgets_set():
+                spend = budget.current_spend(started_at_us)
+                if spend.used_up:
+                    hold_automatic_scorings(spend, now=started_at_us)
             # The model this worker judges with, kept from the claim on: a score that
             # fails says which model it was for (a completed one writes it again).
             model = settings.SCORING_LLM_MODEL
@@ -437,10 +445,14 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         except errors.JudgeLLMError as exc:
             if exc.input_coverage is None:
                 return _keep_transcript(fail_scoring(score.score_id, str(exc)), transcript)
-            # What the judge was sent before it failed, as a completed score would keep it.
+            # What the judge was sent before it failed, as a completed score would keep it, and
+            # what its answered calls cost (the spend budgets count it).
             sent = [*warnings, exc.input_warning] if exc.input_warning else warnings
             return _keep_transcript(
-                fail_scoring(score.score_id, str(exc), warnings=sent, input_coverage=exc.input_coverage), transcript
+                fail_scoring(
+                    score.score_id, str(exc), warnings=sent, input_coverage=exc.input_coverage, **exc.spent
+                ),
+                transcript,
             )
         except DatabaseError as exc:  # fail_scoring retries its write on a fresh connection
             logger.exception("judge job for score %s lost the database", score.score_id)
@@ -497,6 +509,47 @@ def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> Session
     if waiting is not None:
         logger.info("score %s waits for the judge's quota until %s", score.score_id, circuit.iso_time(due_us))
     return waiting
+
+
+def hold_automatic_scorings(spend: budget.Spend, *, now: int, session_ids=None) -> int:
+    """Inside the caller's transaction: send the automatic scorings that are due (of these
+    sessions, if given) to wait until the used-up budget's period ends, with its reason and a
+    progress event each; return how many. Pending all along, they are not lost: a worker
+    takes them once they are due, or holds them again if a budget is still used up then.
+    A wait for the budget is no wait for the quota: the quota's patience starts over."""
+    due = SessionScore.objects.filter(
+        status=Status.PENDING, started_at_us__lte=now, score_triggered_by__startswith=budget.AUTOMATIC
+    )
+    if session_ids is not None:
+        due = due.filter(session_id__in=session_ids)
+    held = list(due.only("score_id", "session_id"))
+    if not held:
+        return 0
+    SessionScore.objects.filter(pk__in=[score.pk for score in held]).update(
+        started_at_us=spend.frees_at_us, waiting_reason=spend.waiting_reason, rate_limited_since_us=None
+    )
+    for score in held:
+        events.record(
+            events.PROGRESS, score, phase=events.PHASE_WAITING_FOR_BUDGET, waiting_reason=spend.waiting_reason
+        )
+    logger.info("%d automatic scoring(s) wait: %s", len(held), spend.waiting_reason)
+    return len(held)
+
+
+def release_budget_waits() -> int:
+    """Make the automatic scorings that wait for a spend budget due now, when no budget is used
+    up any more (it was raised or removed); return how many. The minutely cleanup runs it: a
+    budget freed by its period's end needs nothing, its scorings fall due then."""
+    now = now_us()
+    if budget.budgets_set() and budget.current_spend(now).used_up:
+        return 0
+    with transaction.atomic():
+        released = SessionScore.objects.filter(selectors.waiting_for_budget_q(), started_at_us__gt=now).update(
+            started_at_us=now, waiting_reason=""
+        )
+        if released:
+            transaction.on_commit(lambda: wake_workers(released))
+    return released
 
 
 def take_turn(lock_key: int) -> None:
@@ -575,7 +628,7 @@ def _complete(
         input_tokens=result.input_tokens,
         output_tokens=result.output_tokens,
         cached_input_tokens=result.cached_input_tokens,
-        cost_usd=result.cost_usd.quantize(Decimal("1e-10")) if result.cost_usd is not None else None,
+        cost_usd=result.cost_usd.quantize(COST_QUANTUM) if result.cost_usd is not None else None,
         score_samples=result.score_samples,
         score_spread=result.score_spread,
         unstable=result.unstable,

@@ -20,8 +20,10 @@ def wake_judge_runtime() -> None:
 def cleanup_orphans() -> int:
     """The minutely cleanup: fail orphaned scorings and reports, prune expired events (so
     they are pruned even where no WebSocket client ever starts a web process's relay) and
-    transcripts past SCORING_TRANSCRIPT_RETENTION_DAYS."""
+    transcripts past SCORING_TRANSCRIPT_RETENTION_DAYS, and let the automatic scorings that
+    wait for a spend budget go once it is raised or removed."""
     events.prune()
     services.prune_transcripts()
     reports.expire_stale_reports()
+    services.release_budget_waits()
     return services.expire_stale_scorings()

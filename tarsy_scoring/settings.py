@@ -10,6 +10,8 @@ processes can share them.
 import base64
 import hashlib
 import ipaddress
+import json
+import math
 import os
 import re
 import secrets
@@ -471,6 +473,45 @@ TARSY_SYNC_MAX_LAG_S = env_number("TARSY_SYNC_MAX_LAG_S", 0.0)
 # at most SCORING_AUTO_SCORE_MAX_PER_DAY (UTC day, all processes) since each costs a judge call.
 SCORING_AUTO_SCORE = env_bool("SCORING_AUTO_SCORE", False)
 SCORING_AUTO_SCORE_MAX_PER_DAY = env_number("SCORING_AUTO_SCORE_MAX_PER_DAY", 100, int)
+# Spend budgets in USD per UTC day and calendar month, counted from the cost stored on every
+# scoring completed in the period (manual ones too); once one is used up, automatic scorings wait
+# for the next period and manual ones ask for confirmation (scoring/budget.py). none: no budget.
+SCORING_BUDGET_USD_PER_DAY = env_optional_number("SCORING_BUDGET_USD_PER_DAY", None)
+SCORING_BUDGET_USD_PER_MONTH = env_optional_number("SCORING_BUDGET_USD_PER_MONTH", None)
+
+
+def _auto_score_shares() -> dict:
+    """SCORING_AUTO_SCORE_SHARES: which share (0 to 1) of the sessions a sync imports gets scored,
+    as JSON: {"default": 1, "alert_types": {"<alert type>": 0.1}, "chains": {"<chain id>": 0.5}}.
+
+    A setting rather than a table the admin edits: it sits with the other limits on what automatic
+    scoring spends (the daily cap, the budgets) in the deployment's configuration, where operators
+    review and version them together, is the same in every process, and a mistake in it stops the
+    start instead of scoring every session."""
+    name = "SCORING_AUTO_SCORE_SHARES"
+    raw = os.environ.get("SCORING_AUTO_SCORE_SHARES", "").strip()
+    try:
+        shares = json.loads(raw) if raw else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not JSON: {exc}") from None
+    if not isinstance(shares, dict) or set(shares) - {"default", "alert_types", "chains"}:
+        raise ImproperlyConfigured(f'{name} must be a JSON object with only "default", "alert_types" and "chains"')
+
+    def share(value, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ImproperlyConfigured(f"{name}: {where} is {value!r}, not a share from 0 to 1")
+        return float(value)
+
+    parsed = {"default": share(shares.get("default", 1), '"default"')}
+    for key in ("alert_types", "chains"):
+        names = shares.get(key, {})
+        if not isinstance(names, dict):
+            raise ImproperlyConfigured(f'{name}: "{key}" must be an object of names and shares')
+        parsed[key] = {str(item): share(value, f'"{key}" "{item}"') for item, value in names.items()}
+    return parsed
+
+
+SCORING_AUTO_SCORE_SHARES = _auto_score_shares()
 for _name, _value, _least in (
     ("TARSY_SYNC_INTERVAL_S", TARSY_SYNC_INTERVAL_S, 0.001),
     ("TARSY_SYNC_TIMEOUT_S", TARSY_SYNC_TIMEOUT_S, 0.001),
@@ -484,9 +525,17 @@ for _name, _value, _least in (
     ("TARSY_SYNC_FULL_PASS_S", TARSY_SYNC_FULL_PASS_S, 0),
     ("TARSY_SYNC_RECHECK_S", TARSY_SYNC_RECHECK_S, 0),
     ("SCORING_AUTO_SCORE_MAX_PER_DAY", SCORING_AUTO_SCORE_MAX_PER_DAY, 0),
+    ("SCORING_BUDGET_USD_PER_DAY", SCORING_BUDGET_USD_PER_DAY, 0),
+    ("SCORING_BUDGET_USD_PER_MONTH", SCORING_BUDGET_USD_PER_MONTH, 0),
 ):
-    if _value < _least:
+    if _value is not None and _value < _least:
         raise ImproperlyConfigured(f"{_name}={_value:g} is too small (at least {_least:g})")
+for _name, _value in (
+    ("SCORING_BUDGET_USD_PER_DAY", SCORING_BUDGET_USD_PER_DAY),
+    ("SCORING_BUDGET_USD_PER_MONTH", SCORING_BUDGET_USD_PER_MONTH),
+):
+    if _value is not None and not math.isfinite(_value):
+        raise ImproperlyConfigured(f"{_name}={_value:g} is not an amount (use none for no budget)")
 
 # --- Channels ---------------------------------------------------------------------------
 if REDIS_URL:

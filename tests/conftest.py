@@ -41,6 +41,16 @@ def no_announced_limits():
 
 
 @pytest.fixture(autouse=True)
+def no_remembered_spend():
+    """The month's spend that one test's budget checks read (scoring/budget.py) counts in no other's."""
+    from scoring import budget
+
+    budget.forget_earlier_days()
+    yield
+    budget.forget_earlier_days()
+
+
+@pytest.fixture(autouse=True)
 def session_writers(settings):
     from tests.support.servers import TEST_SESSION_WRITERS
 

@@ -138,6 +138,31 @@ def test_force_rescore_selected_queues_finished_sessions_again(
     assert SessionScore.objects.filter(session=sessions["good"]).count() == 2
 
 
+def test_scoring_past_a_used_up_budget_asks_first_and_queues_once_confirmed(
+    admin_client, settings, django_capture_on_commit_callbacks
+):
+    settings.SCORING_BUDGET_USD_PER_DAY = 1
+    make_score(make_session(), cost_usd="1.25", completed_at_us=services.now_us())
+    chosen = [make_session(), make_session()]
+
+    page = run_action(admin_client, "score_selected", chosen)
+
+    assert "the daily scoring budget is used up ($1.25 spent of SCORING_BUDGET_USD_PER_DAY=$1.00)." in page
+    assert "Score the 2 selected sessions all the same?" in page
+    assert not SessionScore.objects.filter(session__in=chosen).exists()
+    form = {
+        "action": "score_selected",
+        "_selected_action": re.findall(r'name="_selected_action" value="([^"]+)"', page),
+        "confirm_over_budget": re.search(r'name="confirm_over_budget" value="([^"]+)"', page).group(1),
+    }
+    assert sorted(form["_selected_action"]) == sorted(str(session.pk) for session in chosen)
+    with django_capture_on_commit_callbacks():
+        page = admin_client.post(SESSIONS_URL, form, follow=True).content.decode()
+
+    assert "2 queued for scoring." in page
+    assert SessionScore.objects.filter(session__in=chosen, status="pending", score_triggered_by="admin").count() == 2
+
+
 def test_session_page_shows_alert_analysis_investigation_and_history(admin_client):
     session = make_session(
         alert_data={"alert": "NamespaceTerminating", "namespace": "stuck-ns"},

@@ -192,6 +192,12 @@ def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
         ("SCORING_JUDGE_SAMPLES", "11", "SCORING_JUDGE_SAMPLES=11 is out of range (from 1 to 10)"),
         ("SCORING_UNSTABLE_SPREAD", "-1", "SCORING_UNSTABLE_SPREAD=-1 is out of range (from 0 to 100)"),
         ("SCORING_UNSTABLE_SPREAD", "101", "SCORING_UNSTABLE_SPREAD=101 is out of range (from 0 to 100)"),
+        ("SCORING_BUDGET_USD_PER_DAY", "-1", "SCORING_BUDGET_USD_PER_DAY=-1 is too small (at least 0)"),
+        ("SCORING_BUDGET_USD_PER_MONTH", "nan", "SCORING_BUDGET_USD_PER_MONTH=nan is not an amount"),
+        ("SCORING_AUTO_SCORE_SHARES", "{half}", "SCORING_AUTO_SCORE_SHARES is not JSON:"),
+        ("SCORING_AUTO_SCORE_SHARES", '{"alert_type": {}}', 'SCORING_AUTO_SCORE_SHARES must be a JSON object with only'),
+        ("SCORING_AUTO_SCORE_SHARES", '{"chains": {"c": 1.5}}', 'SCORING_AUTO_SCORE_SHARES: "chains" "c" is 1.5, not a share'),
+        ("SCORING_AUTO_SCORE_SHARES", '{"default": true}', 'SCORING_AUTO_SCORE_SHARES: "default" is True, not a share'),
     ],
 )
 def test_bad_values_stop_startup_with_a_clear_message(tmp_path, variable, value, message):
@@ -309,9 +315,21 @@ def test_secret_key_from_the_environment_wins_and_writes_nothing(tmp_path):
 def test_readme_configuration_table_lists_every_variable_the_settings_read():
     source = (REPO_DIR / "tarsy_scoring" / "settings.py").read_text()
     read = set(re.findall(r'os\.environ(?:\.get|\.setdefault)?[(\[]\s*"([A-Z][A-Z0-9_]+)"', source))
-    read |= set(re.findall(r'env_(?:bool|number|list|networks)\(\s*"([A-Z][A-Z0-9_]+)"', source))
+    read |= set(re.findall(r'env_(?:bool|number|optional_number|list|networks)\(\s*"([A-Z][A-Z0-9_]+)"', source))
     readme = (REPO_DIR / "README.md").read_text()
     documented = set(re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", readme, flags=re.MULTILINE))
 
     assert "DATABASE_URL" in read and "SCORING_LLM_MODEL" in read
     assert read - documented == set()
+
+
+def test_no_budget_and_every_session_sampled_by_default_and_the_cost_settings_are_read(tmp_path):
+    names = "settings.SCORING_BUDGET_USD_PER_DAY, settings.SCORING_BUDGET_USD_PER_MONTH, settings.SCORING_AUTO_SCORE_SHARES"
+    assert settings_values(tmp_path, names) == [None, None, {"default": 1.0, "alert_types": {}, "chains": {}}]
+    assert settings_values(
+        tmp_path,
+        names,
+        SCORING_BUDGET_USD_PER_DAY="2.5",
+        SCORING_BUDGET_USD_PER_MONTH="none",
+        SCORING_AUTO_SCORE_SHARES='{"alert_types": {"PodCrashLooping": 0.1}, "chains": {"k8s-chain": 0}}',
+    ) == [2.5, None, {"default": 1.0, "alert_types": {"PodCrashLooping": 0.1}, "chains": {"k8s-chain": 0.0}}]

@@ -665,11 +665,31 @@ def test_the_vendored_chart_library_is_the_one_the_docs_name_with_its_licence():
     assert (vendored / "LICENSE.md").read_text().startswith("The MIT License (MIT)")
 def test_the_session_page_shows_why_its_scoring_waits(admin_client):
     session = make_session()
-    make_score(session, ScoringStatus.PENDING, waiting_reason="judge LLM rate-limited (429): try later")
+    make_score(
+        session,
+        ScoringStatus.PENDING,
+        waiting_reason="judge LLM rate-limited (429): try later",
+        rate_limited_since_us=1_763_900_000_000_000,
+    )
 
     page = admin_client.get(f"/sessions/{session.session_id}/").content.decode()
 
     assert "Waiting for the judge's quota: judge LLM rate-limited (429): try later" in page
+
+
+def test_the_session_page_shows_that_an_automatic_scoring_waits_for_the_budget(admin_client, settings):
+    settings.SCORING_BUDGET_USD_PER_DAY = 0
+    session = make_session()
+    make_score(session, ScoringStatus.PENDING, score_triggered_by="tarsy-sync:worker")
+    services.claim_pending_scores(1)  # a worker finds the budget used up
+
+    page = admin_client.get(f"/sessions/{session.session_id}/").content.decode()
+
+    assert re.search(
+        r'data-waiting-reason="budget">Waiting for the scoring budget: the daily scoring budget is used up '
+        r"\(\$0\.00 spent of SCORING_BUDGET_USD_PER_DAY=\$0\.00\); automatic scorings wait until \d{4}-\d\d-\d\dT00:00:00Z<",
+        page,
+    )
 
 
 @pytest.mark.django_db

@@ -6,12 +6,18 @@ Behaviour is EP-0028's "API Usage" section (the README links it), status table i
 
 import uuid
 
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiResponse,
+    PolymorphicProxySerializer,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import generics, serializers, status, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from scoring import failures, selectors, services
+from scoring import budget, failures, selectors, services
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.throttles import ScoreRequestThrottle
 from scoring.judge.replies import DIMENSION_LABELS, DIMENSIONS, MAX_POINTS
@@ -27,6 +33,13 @@ ERROR_MESSAGE_HELP = (
 class ScoreRequestSerializer(serializers.Serializer):
     force_rescore = serializers.BooleanField(
         default=False, help_text="Score again even if the session has a finished score."
+    )
+    confirm_over_budget = serializers.BooleanField(
+        default=False,
+        help_text=(
+            "Score even though a spend budget (SCORING_BUDGET_USD_PER_DAY, SCORING_BUDGET_USD_PER_MONTH) "
+            "is used up; without it such a request is refused with 409 and `over_budget`."
+        ),
     )
 
 
@@ -185,14 +198,17 @@ class ScoreSerializer(serializers.ModelSerializer):
                 "its prompt was fitted; null before that."
             },
             "waiting_reason": {
-                "help_text": "Why a pending score waits before a worker takes it again: the judge "
-                "provider's quota (HTTP 429) said to come back later; `started_at_us` is then when it is "
-                "due. Empty when it is not waiting."
+                "help_text": "Why a pending score waits before a worker takes it: the judge provider's "
+                "quota (HTTP 429) said to come back later (`rate_limited_since_us` is set), or, for an "
+                "automatic scoring, a spend budget is used up until its day or month ends "
+                "(`rate_limited_since_us` is null); `started_at_us` is then when it is due. Empty when it "
+                "is not waiting."
             },
             "error_message": {"help_text": ERROR_MESSAGE_HELP},
             "rate_limited_since_us": {
                 "help_text": "When the judge provider's quota first held this scoring back; it fails once "
-                "it has waited SCORING_RATE_LIMIT_PATIENCE_S from then. Null if it never was."
+                "it has waited SCORING_RATE_LIMIT_PATIENCE_S from then. Null if it never was, or if it "
+                "waited for the spend budget since (which starts the quota's patience over)."
             },
         }
 
@@ -273,6 +289,15 @@ ConflictSerializer = inline_serializer(
     "ScoringConflict",
     {"detail": serializers.CharField(), "score_id": serializers.UUIDField(), "status": serializers.CharField()},
 )
+OverBudgetSerializer = inline_serializer(
+    "ScoringOverBudget",
+    {
+        "detail": serializers.CharField(help_text="Which budget is used up, and what was spent."),
+        "over_budget": serializers.BooleanField(
+            help_text="Always true: send the request again with `confirm_over_budget` to score anyway."
+        ),
+    },
+)
 _ERRORS = {
     401: OpenApiResponse(DetailErrorSerializer, description="Not authenticated."),
     404: OpenApiResponse(DetailErrorSerializer, description="Session not found, or not scored yet (GET)."),
@@ -314,7 +339,9 @@ class SessionScoreViewSet(viewsets.ViewSet):
         description=(
             "Starts scoring in the background and returns at once (202), or returns the existing "
             "score: a finished one (200) unless `force_rescore`, an active one (202) as it is. "
-            "Forcing a re-score while one is active is a conflict (409). Only finished sessions "
+            "Forcing a re-score while one is active is a conflict (409), and so is a new scoring while "
+            "a spend budget is used up, unless `confirm_over_budget` (docs/scoring.md, \"Cost controls\"). "
+            "Only finished sessions "
             "(completed, failed, cancelled, timed_out) can be scored (else 400). Follow progress "
             "on the WebSocket or by polling GET."
         ),
@@ -326,14 +353,29 @@ class SessionScoreViewSet(viewsets.ViewSet):
                 "Session not finished (a `detail` saying so), or a bad body (its messages by field too).",
                 {"force_rescore": ["Must be a valid boolean."]},
             ),
-            409: OpenApiResponse(ConflictSerializer, description="force_rescore while scoring is active."),
+            409: OpenApiResponse(
+                PolymorphicProxySerializer(
+                    component_name="ScoreRequestConflict",
+                    serializers=[ConflictSerializer, OverBudgetSerializer],
+                    resource_type_field_name=None,
+                ),
+                description=(
+                    "`force_rescore` while scoring is active (with the active `score_id` and `status`); or a "
+                    "spend budget is used up and `confirm_over_budget` was not sent (with `over_budget`)."
+                ),
+            ),
             429: OpenApiResponse(
                 DetailErrorSerializer,
                 description="Too many scoring requests from this user; retry after `Retry-After` seconds.",
             ),
             **_ERRORS,
         },
-        examples=[OpenApiExample("Force a re-score", value={"force_rescore": True}, request_only=True)],
+        examples=[
+            OpenApiExample("Force a re-score", value={"force_rescore": True}, request_only=True),
+            OpenApiExample(
+                "Score past a used-up budget", value={"confirm_over_budget": True}, request_only=True
+            ),
+        ],
     )
     def create(self, request, session_id: str):
         parsed_id = _parse_session_id(session_id)
@@ -344,6 +386,12 @@ class SessionScoreViewSet(viewsets.ViewSet):
                 session_id=parsed_id,
                 triggered_by=request.user.get_username(),
                 force_rescore=body.validated_data["force_rescore"],
+                confirm_over_budget=body.validated_data["confirm_over_budget"],
+            )
+        except budget.OverBudget as exc:
+            return Response(
+                {"detail": f"{exc}; send confirm_over_budget=true to score anyway", "over_budget": True},
+                status=status.HTTP_409_CONFLICT,
             )
         except services.SessionNotFound as exc:
             raise NotFound(str(exc)) from None

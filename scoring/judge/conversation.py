@@ -39,6 +39,7 @@ from scoring.judge.prompts import (
     fill_placeholders,
 )
 from scoring.judge.rendering import render_alert_data, render_investigation, render_investigation_parts
+from scoring.models import COST_QUANTUM
 from scoring.realtime import events
 
 # Markdown emphasis a judge may wrap its score line in ("**75**", "`75`").
@@ -209,6 +210,18 @@ class _Usage:
             self.model = reply.model
         return reply.content
 
+    def spent(self) -> dict:
+        """The score's fields for what the calls answered so far used and cost; empty before any."""
+        if not self.model:
+            return {}
+        cost = self.cost_usd.quantize(COST_QUANTUM) if self.cost_usd is not None else None
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
+            "cost_usd": cost,
+        }
+
 
 def run_judge(
     session,
@@ -247,8 +260,9 @@ def run_judge(
             )
             fitted = fit(smaller)
             return _converse(fitted, usage, on_phase, deadline, transcript)
-    except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent
+    except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent, and what it cost
         error.input_coverage, error.input_warning = fitted.coverage, fitted.warning
+        error.spent = usage.spent()
         raise
 
 

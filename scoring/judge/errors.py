@@ -16,6 +16,10 @@ class JudgeLLMError(Exception):
     # (``conversation.run_judge``), kept with the failed score.
     input_coverage: float | None = None
     input_warning: str | None = None
+    # What the calls answered before the failure used and cost (``conversation.run_judge``): the
+    # failed score's input_tokens, output_tokens, cached_input_tokens and cost_usd; empty when
+    # none was answered. The spend budgets count that cost too.
+    spent: dict = {}
 
 
 # Each error takes its message as first argument so that it survives pickling

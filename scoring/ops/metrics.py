@@ -36,7 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.utils import floatToGoString
 
-from scoring import failures
+from scoring import budget, failures, selectors
 from scoring.judge import circuit
 from scoring.models import (
     JudgeCircuit,
@@ -383,6 +383,33 @@ def tarsy_sync_families():
     yield sessions
 
 
+def budget_families():
+    """The spend against the budgets (``scoring.budget``), and the automatic scorings they hold."""
+    spend = budget.current_spend(time.time_ns() // 1000)
+    spent = GaugeMetricFamily(
+        f"{PREFIX}_spend_usd",
+        "Cost of the scorings completed this UTC day and month (litellm's, cache discount included).",
+        labels=["period"],
+    )
+    limits = GaugeMetricFamily(
+        f"{PREFIX}_budget_usd", "SCORING_BUDGET_USD_PER_DAY and _PER_MONTH, where set.", labels=["period"]
+    )
+    for period, usd, limit in (
+        ("day", spend.today_usd, settings.SCORING_BUDGET_USD_PER_DAY),
+        ("month", spend.month_usd, settings.SCORING_BUDGET_USD_PER_MONTH),
+    ):
+        spent.add_metric([period], float(usd))
+        if limit is not None:
+            limits.add_metric([period], limit)
+    yield spent
+    yield limits
+    yield GaugeMetricFamily(
+        f"{PREFIX}_scorings_waiting_for_budget",
+        "Automatic scorings held until a used-up spend budget's day or month ends.",
+        SessionScore.objects.filter(selectors.waiting_for_budget_q()).count(),
+    )
+
+
 class DatabaseCollector:
     """The global metrics, computed from the database and the broker at each scrape."""
 
@@ -391,6 +418,7 @@ class DatabaseCollector:
         yield from circuit_families()
         yield from worker_families()
         yield from tarsy_sync_families()
+        yield from budget_families()
         yield from queue_families()
 
 

@@ -48,6 +48,10 @@ PHASE_MISSING_TOOLS = "identifying_missing_tools"
 PHASES = (PHASE_ANALYZING, PHASE_MISSING_TOOLS)
 # Sent back to the queue by the provider's quota; the event also carries ``waiting_reason``.
 PHASE_WAITING = "waiting_for_quota"
+# An automatic scoring held back by the spend budget until its next period (scoring.budget); with
+# ``waiting_reason`` too.
+PHASE_WAITING_FOR_BUDGET = "waiting_for_budget"
+WAITING_PHASES = (PHASE_WAITING, PHASE_WAITING_FOR_BUDGET)
 
 # The type-specific fields each event carries (EP-0028, "WebSocket Events").
 EVENT_FIELDS = {
@@ -125,11 +129,11 @@ def _validated_fields(event_type: str, fields: dict) -> dict:
     if event_type not in EVENT_FIELDS:
         raise ValueError(f"unknown scoring event type {event_type!r}")
     expected = EVENT_FIELDS[event_type]
-    if event_type == PROGRESS and fields.get("phase") == PHASE_WAITING:
+    if event_type == PROGRESS and fields.get("phase") in WAITING_PHASES:
         expected = expected | {"waiting_reason"}
     if set(fields) != expected:
         raise ValueError(f"{event_type} takes fields {sorted(expected)}, got {sorted(fields)}")
-    if event_type == PROGRESS and fields["phase"] not in (*PHASES, PHASE_WAITING):
+    if event_type == PROGRESS and fields["phase"] not in (*PHASES, *WAITING_PHASES):
         raise ValueError(f"unknown scoring phase {fields['phase']!r}")
     return fields
 

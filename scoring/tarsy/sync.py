@@ -34,8 +34,8 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 
-from scoring import batches, identities, services
-from scoring.models import SessionScore, SessionSource, TarsySync, TarsySyncedSession
+from scoring import batches, budget, identities, services
+from scoring.models import AlertSession, SessionScore, SessionSource, TarsySync, TarsySyncedSession
 from scoring.tarsy.client import (
     BadAnswer,
     FetchFailed,
@@ -364,33 +364,65 @@ def _with_database_retries(write):
 
 
 def request_scorings(session_ids: list[str], *, triggered_by: str) -> dict[str, int]:
-    """Queue scorings of synced sessions, within SCORING_AUTO_SCORE_MAX_PER_DAY.
+    """Queue scorings of synced sessions: the share of them SCORING_AUTO_SCORE_SHARES samples,
+    within SCORING_AUTO_SCORE_MAX_PER_DAY, held back while a spend budget is used up.
 
-    The cap counts every scoring a sync requested since 00:00 UTC (by its
-    ``score_triggered_by``), in every process: the count and the requests take
-    turns (a PostgreSQL advisory lock; SQLite's write transactions already do),
-    so concurrent syncs cannot pass the cap together. What is over the cap is
-    counted as ``over_daily_cap`` and left unscored (``score_sessions --unscored``).
+    A session outside its alert type's or chain's share is counted as ``not_sampled`` and left
+    unscored (the same sessions at every run: ``budget.is_sampled``). The cap counts every
+    scoring a sync requested since 00:00 UTC (by its ``score_triggered_by``), in every process:
+    the count and the requests take turns (a PostgreSQL advisory lock; SQLite's write
+    transactions already do), so concurrent syncs cannot pass the cap together. What is over
+    the cap is counted as ``over_daily_cap`` and left unscored (``score_sessions --unscored``).
+    While a budget is used up, the scorings queued are held until its period ends, counted as
+    ``waiting_for_budget`` (``services.hold_automatic_scorings``).
     """
     cap = settings.SCORING_AUTO_SCORE_MAX_PER_DAY
     today = datetime.datetime.now(datetime.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    sampled = _sampled(session_ids)
+    held = 0
     with transaction.atomic():
         services.take_turn(services.SYNC_SCORING_LOCK_KEY)
         used = SessionScore.objects.filter(
             score_triggered_by__startswith=SCORING_TRIGGER_PREFIX,
             scored_at_us__gte=int(today.timestamp() * 1e6),
         ).count()
-        wanted = session_ids[: max(0, cap - used)]
+        wanted = sampled[: max(0, cap - used)]
         outcome = (
             batches.score_sessions(wanted, triggered_by=triggered_by, force_rescore=False) if wanted else {}
         )
-    if len(wanted) < len(session_ids):
+        if outcome.get("queued") and budget.budgets_set():
+            now = services.now_us()
+            spend = budget.current_spend(now)
+            if spend.used_up:
+                held = services.hold_automatic_scorings(spend, now=now, session_ids=wanted)
+    if len(wanted) < len(sampled):
         logger.warning(
             "SCORING_AUTO_SCORE_MAX_PER_DAY=%d reached: %d synced sessions left unscored",
             cap,
-            len(session_ids) - len(wanted),
+            len(sampled) - len(wanted),
         )
-    return {**outcome, "over_daily_cap": len(session_ids) - len(wanted)}
+    return {
+        **outcome,
+        "over_daily_cap": len(sampled) - len(wanted),
+        "not_sampled": len(session_ids) - len(sampled),
+        "waiting_for_budget": held,
+    }
+
+
+def _sampled(session_ids: list[str]) -> list[str]:
+    """Those of ``session_ids`` in their alert type's or chain's share (a session not stored
+    is kept, for the scoring request to report), in their order."""
+    kinds = {
+        str(session_id): (alert_type, chain_id)
+        for session_id, alert_type, chain_id in AlertSession.objects.filter(session_id__in=session_ids).values_list(
+            "session_id", "alert_type", "chain_id"
+        )
+    }
+    return [
+        session_id
+        for session_id, kind in ((session_id, kinds.get(str(uuid.UUID(session_id)))) for session_id in session_ids)
+        if kind is None or budget.is_sampled(session_id, budget.auto_score_share(*kind))
+    ]
 
 
 # --- The worker's periodic sync -------------------------------------------------------------------

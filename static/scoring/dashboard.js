@@ -110,16 +110,32 @@
   function confirmScoring(button) {
     const holder = button.closest("[data-estimated-tokens]");
     const tokens = Number(holder ? holder.dataset.estimatedTokens : 0);
+    return askToConfirm(
+      "Score this session again?",
+      "Score this session again? The judge will read about " + tokens.toLocaleString("en") +
+        " input tokens (the investigation twice: turn 2 resends turn 1), which a paid model charges for.",
+      button.textContent.trim(),
+    );
+  }
+
+  // A used-up spending budget refuses a scoring (409 with over_budget) until the user confirms.
+  function confirmOverBudget(detail) {
+    return askToConfirm(
+      "Score past the spending budget?",
+      "The server says: " + detail + ". Score this session all the same? Its cost is added to the spend.",
+      "Score past the budget",
+    );
+  }
+
+  function askToConfirm(label, text, confirmLabel) {
     const dialog = document.createElement("dialog");
     dialog.className = "confirm-scoring";
-    dialog.setAttribute("aria-label", "Score this session again?");
+    dialog.setAttribute("aria-label", label);
     const question = document.createElement("p");
-    question.textContent =
-      "Score this session again? The judge will read about " + tokens.toLocaleString("en") +
-      " input tokens (the investigation twice: turn 2 resends turn 1), which a paid model charges for.";
+    question.textContent = text;
     const confirm = document.createElement("button");
     confirm.type = "button";
-    confirm.textContent = button.textContent.trim();
+    confirm.textContent = confirmLabel;
     confirm.addEventListener("click", () => dialog.close("confirm"));
     const cancel = document.createElement("button");
     cancel.type = "button";
@@ -141,10 +157,10 @@
     });
   }
 
-  async function requestScoring(button) {
+  async function requestScoring(button, overBudgetConfirmed) {
     const sessionId = button.dataset.sessionId;
     const force = button.hasAttribute("data-force");
-    if (force && !(await confirmScoring(button))) return;
+    if (force && !overBudgetConfirmed && !(await confirmScoring(button))) return;
     button.disabled = true;
     let response;
     let answer = {};
@@ -153,12 +169,18 @@
         method: "POST",
         credentials: "same-origin",
         headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify({ force_rescore: force }),
+        body: JSON.stringify({ force_rescore: force, confirm_over_budget: Boolean(overBudgetConfirmed) }),
       });
       answer = await response.json().catch(() => ({}));
     } catch (error) {
       say("Could not reach the server: " + error.message);
       button.disabled = false;
+      return;
+    }
+    if (response.status === 409 && answer.over_budget) {
+      button.disabled = false;
+      if (await confirmOverBudget(answer.detail)) await requestScoring(button, true);
+      else say("Scoring not started: " + answer.detail + ".");
       return;
     }
     if (response.status === 202) {
@@ -220,6 +242,7 @@
       }
     } else if (event.type === "scoring.progress") {
       if (event.phase === "waiting_for_quota") say("Waiting for the judge's quota: " + event.waiting_reason);
+      else if (event.phase === "waiting_for_budget") say("Waiting for the scoring budget: " + event.waiting_reason);
       else say(PHASES[event.phase] || "The judge is working (" + event.phase + ")…");
     } else if (event.type === "scoring.completed") {
       showBadge(event.session_id, "completed", event.total_score);

@@ -37,9 +37,11 @@ def test_post_score_documents_both_success_bodies_and_every_error(schema):
     )
     for code in ("400", "401", "404", "500"):
         assert "detail" in body_schema(schema, post, code)["properties"]
-    assert {"detail", "score_id", "status"} <= set(body_schema(schema, post, "409")["properties"])
+    conflicts = [resolve(schema, shape) for shape in body_schema(schema, post, "409")["oneOf"]]
+    assert [set(shape["required"]) for shape in conflicts] == [{"detail", "score_id", "status"}, {"detail", "over_budget"}]
     request = resolve(schema, post["requestBody"]["content"]["application/json"]["schema"])
     assert request["properties"]["force_rescore"]["type"] == "boolean"
+    assert request["properties"]["confirm_over_budget"]["type"] == "boolean"
 
 
 def test_get_score_documents_its_body_and_errors(schema):

@@ -376,3 +376,25 @@ def test_a_score_waiting_for_the_judges_quota_says_why_and_since_when(operator_c
         1_763_900_000_000_000,
     )
 
+
+
+def test_a_scoring_past_a_used_up_budget_is_a_conflict_until_confirmed(settings):
+    settings.SCORING_BUDGET_USD_PER_DAY = 2
+    make_score(make_session(), cost_usd="2.5", completed_at_us=services.now_us())
+    session, scored = make_session(), make_score(make_session())
+    client = proxy_client("alice")
+    url = f"/api/v1/scoring/sessions/{session.session_id}/score"
+
+    refused = client.post(url, {}, format="json")
+
+    assert refused.status_code == 409
+    assert refused.json() == {
+        "detail": "the daily scoring budget is used up ($2.50 spent of SCORING_BUDGET_USD_PER_DAY=$2.00); "
+        "send confirm_over_budget=true to score anyway",
+        "over_budget": True,
+    }
+    assert not session.scores.exists()
+    # A score already there is returned as ever: it costs nothing.
+    assert client.post(f"/api/v1/scoring/sessions/{scored.session_id}/score").status_code == 200
+    accepted = client.post(url, {"confirm_over_budget": True}, format="json")
+    assert accepted.status_code == 202 and accepted.json()["status"] == "pending"

@@ -1,8 +1,11 @@
 """The admin in a real browser: bulk scoring actions and a human review."""
 
+from decimal import Decimal
+
 import pytest
 from playwright.sync_api import expect
 
+from scoring import services
 from scoring.models import ScoreReview, SessionScore
 from tests.support.factories import T0_US, make_score, make_session
 from tests.support.fake_llm import Reply
@@ -43,6 +46,33 @@ def test_score_selected_and_force_rescore_report_their_counts(live_site, signed_
     run_action(page, "force_rescore_selected", [scored])
     expect(page.locator(".messagelist")).to_have_text("1 queued for scoring.")
     assert SessionScore.objects.filter(session=scored).count() == 2
+    assert page.errors == []
+
+
+def test_scoring_past_a_used_up_budget_is_confirmed_on_a_page_of_its_own(live_site, signed_in, judge_llm):
+    live_site.stop_server()
+    live_site.server = live_site.start_web(port=live_site.server.port, SCORING_BUDGET_USD_PER_MONTH="3")
+    judge_llm.set_default(Reply(evaluated("Reasonable.\n\n70")))
+    make_score(make_session(started_at_us=T0_US), cost_usd=Decimal("3.5"), completed_at_us=services.now_us())
+    chosen = [make_session(started_at_us=T0_US + 1), make_session(started_at_us=T0_US + 2)]
+    page = signed_in()
+    page.goto(live_site.url("/admin/scoring/alertsession/"))
+
+    run_action(page, "force_rescore_selected", chosen)
+    expect(page.locator("[data-over-budget]")).to_have_text(
+        "the monthly scoring budget is used up ($3.50 spent of SCORING_BUDGET_USD_PER_MONTH=$3.00)."
+    )
+    expect(page.locator("#content")).to_contain_text("Re-score the 2 selected sessions all the same?")
+    page.get_by_role("link", name="No, take me back").click()
+    expect(page.locator("#result_list")).to_be_visible()
+    assert not SessionScore.objects.filter(session__in=chosen).exists()
+
+    run_action(page, "force_rescore_selected", chosen)
+    page.get_by_role("button", name="Yes, score past the budget").click()
+    expect(page.locator(".messagelist")).to_have_text("2 queued for scoring.")
+    wait_for(
+        lambda: SessionScore.objects.filter(session__in=chosen, status="completed").count() == 2, what="the scorings"
+    )
     assert page.errors == []
 
 

@@ -4,6 +4,7 @@ Real web server, a real judge worker and the fake judge LLM; the page's script
 does the POST (with the CSRF token) and reacts to the events.
 """
 
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import expect
@@ -12,7 +13,7 @@ from scoring import selectors, services
 from scoring.models import AlertSession, SessionScore
 from scoring.templatetags.scoring_ui import failure_reason
 from tests.support.browser import PHONE, WIDE
-from tests.support.factories import T0_US, make_session
+from tests.support.factories import T0_US, make_score, make_session
 from tests.support.fake_llm import Reply
 from tests.support.workers import wait_for
 from tests.support.judge_replies import evaluated
@@ -89,6 +90,31 @@ def test_score_and_rescore_a_session_from_its_page(live_site, signed_in, judge_l
     page.goto(live_site.url("/"))
     expect(row.locator(".badge")).to_have_text("81 · Good")
     assert [request.url.endswith("/score") for request in score_requests] == [True, True]  # none cancelled
+    assert page.errors == [] and page.dialogs == []
+
+
+def test_a_scoring_past_a_used_up_budget_asks_first_with_the_servers_reason(live_site, signed_in, judge_llm):
+    live_site.stop_server()
+    live_site.server = live_site.start_web(port=live_site.server.port, SCORING_BUDGET_USD_PER_DAY="1")
+    make_score(make_session(), cost_usd=Decimal("1.5"), completed_at_us=services.now_us())
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+    session = make_session()
+    page = signed_in()
+    page.goto(live_site.url(f"/sessions/{session.session_id}/"))
+    panel = page.locator("[data-score-panel]")
+    reason = "the daily scoring budget is used up ($1.50 spent of SCORING_BUDGET_USD_PER_DAY=$1.00)"
+
+    panel.get_by_role("button", name="Score session").click()
+    dialog = page.locator("dialog.confirm-scoring")
+    expect(dialog).to_contain_text(reason)
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_have_count(0)
+    expect(page.locator("[data-live-status]")).to_contain_text(f"Scoring not started: {reason}")
+    assert not session.scores.exists()
+
+    panel.get_by_role("button", name="Score session").click()
+    page.locator("dialog.confirm-scoring").get_by_role("button", name="Score past the budget").click()
+    expect(panel.locator(".score-summary .badge")).to_have_text("72 · Weak")
     assert page.errors == [] and page.dialogs == []
 
 

@@ -277,6 +277,22 @@ def test_worker_clusters_and_their_heartbeats():
     assert in_flight == [2]
 
 
+def test_the_spend_the_budgets_and_the_scorings_they_hold(settings):
+    settings.SCORING_BUDGET_USD_PER_DAY = 1.5
+    make_score(make_session(), cost_usd=Decimal("2.25"), completed_at_us=services.now_us())
+    make_score(make_session(), Status.PENDING, score_triggered_by="tarsy-sync:worker")
+    make_score(make_session(), Status.PENDING, score_triggered_by="alice")
+    services.claim_pending_scores(1)  # holds the automatic one, claims the manual one
+
+    samples = scrape()
+
+    assert value(samples, "tarsy_scoring_spend_usd", period="day") == 2.25
+    assert value(samples, "tarsy_scoring_spend_usd", period="month") == 2.25
+    assert value(samples, "tarsy_scoring_budget_usd", period="day") == 1.5
+    assert ("tarsy_scoring_budget_usd", frozenset({("period", "month")})) not in samples
+    assert value(samples, "tarsy_scoring_scorings_waiting_for_budget") == 1
+
+
 def test_queue_depth_counts_jobs_waiting_in_the_broker():
     queue.enqueue_wake_up()
     queue.enqueue_wake_up()

@@ -301,6 +301,29 @@ def test_sync_scorings_stop_at_the_daily_cap(db, tarsy, settings):
     assert SessionScore.objects.count() == 4
 
 
+def test_sync_scorings_take_each_alert_types_and_chains_share_and_wait_while_the_budget_is_used_up(
+    db, tarsy, settings
+):
+    settings.SCORING_AUTO_SCORE_SHARES = {
+        "default": 1,
+        "alert_types": {"test-kubernetes": 0},  # two of the six sessions
+        "chains": {"replica-parallel-chain": 0},  # one
+    }
+    settings.SCORING_BUDGET_USD_PER_DAY = 0
+
+    out, _, _ = sync(tarsy.url, "--score")
+
+    assert (
+        "scoring: queued: 3, already scored: 0, in progress: 0, not scorable: 0, over daily cap: 0, "
+        "not sampled: 3, waiting for budget: 3" in out
+    )
+    waiting = SessionScore.objects.select_related("session")
+    assert {score.session.alert_type for score in waiting} == {
+        "test-cancel-agent-execution", "test-native-thinking", "test-parallel-execution"
+    }  # fmt: skip
+    assert {(score.status, score.waiting_for) for score in waiting} == {("pending", "budget")}
+
+
 def test_a_user_named_like_the_sync_does_not_use_its_daily_cap(db, settings):
     settings.SCORING_AUTO_SCORE_MAX_PER_DAY = 1
     for name in ("tarsy-sync", "tarsy-syncer"):

@@ -55,6 +55,18 @@ def test_a_go_tarsy_is_recognised_and_each_session_stored_as_its_api_gave_it(db,
     ]  # fmt: skip
 
 
+def test_a_go_sessions_alert_type_and_chain_choose_its_sampling_share(db, tarsy_go, settings):
+    settings.SCORING_AUTO_SCORE_SHARES = {"default": 1, "alert_types": {"test-skills": 0}, "chains": {"action-chain": 0}}
+
+    out, _, _ = sync(tarsy_go.url, "--score")
+
+    assert "scoring: queued: 2, " in out and "not sampled: 2, waiting for budget: 0" in out
+    scored = AlertSession.objects.filter(scores__isnull=False)
+    assert sorted(scored.values_list("alert_type", "chain_id")) == [
+        ("test-alert", "test-chain"), ("test-orchestrator", "orchestrator-chain")
+    ]  # fmt: skip
+
+
 def test_a_second_run_fetches_nothing_and_lists_from_the_watermark(db, tarsy_go, settings):
     sync(tarsy_go.url)
     before = fetches(tarsy_go)

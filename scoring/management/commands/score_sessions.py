@@ -4,7 +4,7 @@ import uuid
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scoring import batches, identities, selectors
+from scoring import batches, budget, identities, selectors, services
 from scoring.judge import estimates
 from scoring.management.options import since_us
 
@@ -35,6 +35,11 @@ class Command(BaseCommand):
             "judge model's window, whether it would be cut, and its estimated cost",
         )
         parser.add_argument("--triggered-by", default=None, help="recorded as score_triggered_by (default: $USER)")
+        parser.add_argument(
+            "--over-budget",
+            action="store_true",
+            help="score even though a spend budget (SCORING_BUDGET_USD_PER_DAY or _PER_MONTH) is used up",
+        )
 
     def handle(self, *args, **options):
         sessions = selectors.sessions_to_score(
@@ -54,6 +59,10 @@ class Command(BaseCommand):
         if options["dry_run"]:
             self._dry_run(sessions)
             return
+        try:
+            budget.confirm_manual_scoring(services.now_us(), confirmed=options["over_budget"])
+        except budget.OverBudget as over:
+            raise CommandError(f"{over}; add --over-budget to score anyway") from None
         outcome = batches.score_sessions(
             list(sessions.values_list("session_id", flat=True)),
             triggered_by=options["triggered_by"] or f"{identities.COMMAND}{getpass.getuser()}",

@@ -195,3 +195,15 @@ def test_cleanup_all_fails_every_active_scoring(capsys):
 def test_cleanup_rejects_contradictory_arguments(args):
     with pytest.raises(CommandError):
         call_command("cleanup_orphaned_scorings", *args)
+
+
+def test_score_sessions_over_a_used_up_budget_needs_over_budget(settings, capsys):
+    settings.SCORING_BUDGET_USD_PER_MONTH = 5
+    make_score(make_session(), cost_usd="5", completed_at_us=services.now_us())
+    session = make_session()
+
+    with pytest.raises(CommandError, match=r"monthly scoring budget is used up .*; add --over-budget to score anyway"):
+        run("--unscored", capsys=capsys)
+    assert not session.scores.exists()
+
+    assert run("--unscored", "--over-budget", capsys=capsys).startswith("queued: 1,")
