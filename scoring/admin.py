@@ -21,6 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from scoring import batches, selectors, services
+from scoring.criteria import selectors as criteria_selectors
 from scoring.judge import rendering
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -35,7 +36,6 @@ from scoring.templatetags.scoring_ui import (
     badge_html,
     coverage_note,
     judge_name,
-    criteria_label,
     dimension_rows,
     samples_note,
     us_datetime,
@@ -75,6 +75,7 @@ class CriteriaFilter(admin.SimpleListFilter):
     title = "scoring criteria"
     parameter_name = "criteria"
     hash_field = "prompt_hash"
+    session_prefix = "session__"
 
     def lookups(self, request, model_admin):
         return [("current", "Current"), ("obsolete", "Obsolete")]
@@ -82,7 +83,9 @@ class CriteriaFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() in {"current", "obsolete"}:
             return queryset.filter(
-                selectors.criteria_q(obsolete=self.value() == "obsolete", field=self.hash_field)
+                criteria_selectors.criteria_q(
+                    obsolete=self.value() == "obsolete", field=self.hash_field, session=self.session_prefix
+                )
             )
         return queryset
 
@@ -106,6 +109,7 @@ class SessionBandFilter(ScoreBandFilter):
 
 class SessionCriteriaFilter(CriteriaFilter):
     hash_field = "latest_prompt_hash"
+    session_prefix = ""
 
 
 class ReviewStateFilter(admin.SimpleListFilter):
@@ -221,7 +225,9 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         )
         if session.latest_score_id is None:
             return shown
-        if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
+        if session.latest_prompt_hash is not None and not criteria_selectors.is_current_criteria(
+            session.latest_prompt_hash, session
+        ):
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
 
@@ -287,7 +293,8 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     @admin.display(description="Score history")
     def score_history(self, session):
         return render_to_string(
-            "admin/scoring/score_history.html", {"scores": selectors.score_history(session.session_id)}
+            "admin/scoring/score_history.html",
+            {"scores": selectors.score_history(session.session_id), "session": session},
         )
 
     def _request_scoring(self, request, queryset, *, force_rescore: bool):
@@ -410,7 +417,9 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     def get_queryset(self, request):
         # The list shows no analyses; the score page loads them when it shows them.
         scores = super().get_queryset(request).defer("score_analysis", "missing_tools_analysis")
-        return selectors.with_session_digest(selectors.with_review_counts(scores))
+        return criteria_selectors.with_criteria_current(
+            selectors.with_session_digest(selectors.with_review_counts(scores))
+        )
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -486,7 +495,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):
-        label = criteria_label(score.prompt_hash)
+        label = "current" if score.criteria_current else "obsolete"
         return format_html(
             '<span class="criteria-{}" title="{}">{} ({})</span>', label, score.prompt_hash, label, score.prompt_hash[:12]
         )
@@ -494,7 +503,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     @admin.display(description="Criteria", ordering="prompt_hash")
     def list_criteria(self, score):
         """The list's short form of ``criteria``: the prompt hash is in its tooltip."""
-        label = criteria_label(score.prompt_hash)
+        label = "current" if score.criteria_current else "obsolete"
         return format_html('<span class="criteria-{}" title="prompt hash {}">{}</span>', label, score.prompt_hash, label)
 
     @admin.display(description="Tokens (in / out)")

@@ -1,0 +1,194 @@
+"""Reads of the criteria versions: which version judges a session, whether a score's criteria
+are current, a version's texts (docs/criteria.md)."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+
+from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
+from scoring.models import CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
+
+
+@dataclass(frozen=True)
+class CurrentCriteria:
+    """The hash of the current version of every scope that has one, at one moment.
+
+    A session is judged by the current version of its alert type, else of its chain, else the
+    global one (``hash_for``). An alert type is the narrower scope: TARSy routes each alert
+    type to one chain, and a chain serves one or more alert types.
+    """
+
+    global_hash: str
+    by_alert_type: dict[str, str]
+    by_chain: dict[str, str]
+
+    def scope_for(self, alert_type: str, chain_id: str) -> tuple[str, str]:
+        """The scope (and its value) whose current version judges such a session."""
+        if alert_type in self.by_alert_type:
+            return CriteriaScope.ALERT_TYPE, alert_type
+        if chain_id in self.by_chain:
+            return CriteriaScope.CHAIN, chain_id
+        return CriteriaScope.GLOBAL, ""
+
+    def hash_for(self, alert_type: str, chain_id: str) -> str:
+        scope, value = self.scope_for(alert_type, chain_id)
+        return {CriteriaScope.ALERT_TYPE: self.by_alert_type, CriteriaScope.CHAIN: self.by_chain}.get(
+            scope, {"": self.global_hash}
+        )[value]
+
+    def is_current(self, prompt_hash: str | None, alert_type: str, chain_id: str) -> bool:
+        """Whether a score of a session of this alert type and chain was made under the criteria
+        that judge it now (else it is obsolete)."""
+        return prompt_hash == self.hash_for(alert_type, chain_id)
+
+    def hashes(self) -> set[str]:
+        return {self.global_hash, *self.by_alert_type.values(), *self.by_chain.values()}
+
+    def current_q(self, hash_field: str, session: str) -> Q:
+        """``is_current`` in SQL, for rows whose criteria hash is ``hash_field`` and whose
+        session's columns are reached by the prefix ``session`` ("" for the sessions
+        themselves, "session__" for scores): one OR of equalities per current hash."""
+        alert_types, chains = defaultdict(list), defaultdict(list)
+        for alert_type, prompt_hash in self.by_alert_type.items():
+            alert_types[prompt_hash].append(alert_type)
+        for chain_id, prompt_hash in self.by_chain.items():
+            chains[prompt_hash].append(chain_id)
+        # A session falls to a wider scope only when no narrower one has a current version.
+        outside_types = (
+            [~Q(**{f"{session}alert_type__in": sorted(self.by_alert_type)})] if self.by_alert_type else []
+        )
+        outside_chains = [~Q(**{f"{session}chain_id__in": sorted(self.by_chain)})] if self.by_chain else []
+        ways = []
+        for prompt_hash in sorted(self.hashes()):
+            judged_by = []
+            if alert_types[prompt_hash]:
+                judged_by.append(Q(**{f"{session}alert_type__in": sorted(alert_types[prompt_hash])}))
+            if chains[prompt_hash]:
+                judged_by.append(
+                    _all([*outside_types, Q(**{f"{session}chain_id__in": sorted(chains[prompt_hash])})])
+                )
+            if prompt_hash == self.global_hash:
+                judged_by.append(_all([*outside_types, *outside_chains]))
+            ways.append(Q(**{hash_field: prompt_hash}) & _any(judged_by))
+        return _any(ways)
+
+
+def _all(conditions: list[Q]) -> Q:
+    """Every condition (none: always true). Not ``Q()``, which ``|`` drops as if it were false."""
+    if not conditions:
+        return ~Q(pk__in=[])
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined &= condition
+    return combined
+
+
+def _any(conditions: list[Q]) -> Q:
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined |= condition
+    return combined
+
+
+def current_criteria() -> CurrentCriteria:
+    """The current version of each scope, in one query. Without a current global version
+    (a database emptied by hand) the shipped criteria are the global ones."""
+    global_hash, by_alert_type, by_chain = PROMPT_HASH, {}, {}
+    rows = CriteriaVersion.objects.filter(state=CriteriaState.CURRENT).values_list(
+        "scope", "scope_value", "prompt_hash"
+    )
+    for scope, scope_value, prompt_hash in rows:
+        if scope == CriteriaScope.GLOBAL:
+            global_hash = prompt_hash
+        elif scope == CriteriaScope.ALERT_TYPE:
+            by_alert_type[scope_value] = prompt_hash
+        else:
+            by_chain[scope_value] = prompt_hash
+    return CurrentCriteria(global_hash, by_alert_type, by_chain)
+
+
+def is_current_criteria(prompt_hash: str | None, session) -> bool:
+    """Whether a score of ``session`` made under ``prompt_hash`` is current (else obsolete)."""
+    return current_criteria().is_current(prompt_hash, session.alert_type, session.chain_id)
+
+
+def is_current_anywhere(prompt_hash: str | None) -> bool:
+    """Whether ``prompt_hash`` is the current criteria of some scope: for figures grouped by
+    hash, which belong to no one session."""
+    return prompt_hash in current_criteria().hashes()
+
+
+def criteria_q(*, obsolete: bool, field: str = "prompt_hash", session: str = "session__") -> Q:
+    """Rows (scores, or sessions with ``session=""``) whose criteria hash ``field`` is not the
+    current one of their session's scope (``obsolete``), or is."""
+    current = current_criteria().current_q(field, session)
+    return Q(**{f"{field}__isnull": False}) & ~current if obsolete else current
+
+
+def with_criteria_current(
+    rows: QuerySet, *, field: str = "prompt_hash", session: str = "session__"
+) -> QuerySet:
+    """Annotate each row with ``criteria_current``: ``criteria_q`` as a column, for lists
+    that label every row current or obsolete at the cost of one query."""
+    current = Case(
+        When(criteria_q(obsolete=False, field=field, session=session), then=Value(True)),
+        default=Value(False),
+        output_field=BooleanField(),
+    )
+    return rows.annotate(criteria_current=current)
+
+
+def criteria_of_hash(prompt_hash: str) -> Criteria | None:
+    """The texts that make ``prompt_hash``: the shipped ones without a query (the hash names
+    its texts), else those of any version that holds them; None when no version does."""
+    if prompt_hash == PROMPT_HASH:
+        return SHIPPED_CRITERIA
+    version = (
+        CriteriaVersion.objects.filter(prompt_hash=prompt_hash)
+        .exclude(state=CriteriaState.DRAFT)
+        .only("system_prompt", "score_prompt", "followup_prompt")
+        .first()
+    )
+    return criteria_of(version) if version is not None else None
+
+
+def criteria_of(version: CriteriaVersion) -> Criteria:
+    return Criteria(
+        score_prompt=version.score_prompt,
+        followup_prompt=version.followup_prompt,
+        system_prompt=version.system_prompt,
+    )
+
+
+def criteria_versions(
+    *, state: str | None = None, scope: str | None = None, scope_value: str | None = None
+) -> QuerySet[CriteriaVersion]:
+    """Versions newest first, filtered by state and scope, without their texts."""
+    versions = CriteriaVersion.objects.defer("system_prompt", "score_prompt", "followup_prompt")
+    if state:
+        versions = versions.filter(state=state)
+    if scope:
+        versions = versions.filter(scope=scope)
+    if scope_value is not None:
+        versions = versions.filter(scope_value=scope_value)
+    return versions.order_by("-id")
+
+
+def current_version(scope: str, scope_value: str) -> CriteriaVersion | None:
+    """The current version of exactly this scope (not the one a session falls back to)."""
+    return CriteriaVersion.objects.filter(
+        state=CriteriaState.CURRENT, scope=scope, scope_value=scope_value
+    ).first()
+
+
+def version_for_session(session) -> CriteriaVersion | None:
+    """The current version that judges ``session`` (None: the shipped criteria, no version stored)."""
+    return current_version(*current_criteria().scope_for(session.alert_type, session.chain_id))
+
+
+def changes_of(version: CriteriaVersion) -> QuerySet[CriteriaChange]:
+    """Every recorded change that involved ``version``, newest first."""
+    return CriteriaChange.objects.filter(
+        Q(version=version) | Q(replaced=version) | Q(restored=version)
+    ).select_related("version", "replaced", "restored")
