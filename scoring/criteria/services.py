@@ -15,6 +15,29 @@ class CriteriaError(ValueError):
         super().__init__(" ".join(self.problems))
 
 
+def criteria_from_files(*, score: bytes, followup: bytes, system: bytes | None = None) -> Criteria:
+    """Criteria from the contents of text files (UTF-8), each taken as it is but for one final
+    line ending, which editors add and a prompt does not mean (the shipped prompts end without
+    one). Raises ``CriteriaError`` for a file that is not UTF-8."""
+    texts = {}
+    for name, data in (("score", score), ("followup", followup), ("system", system or b"")):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CriteriaError(f"The {name} file is not UTF-8 text (byte {exc.start}).") from None
+        texts[name] = text.removesuffix("\n").removesuffix("\r")
+    return Criteria(
+        score_prompt=texts["score"], followup_prompt=texts["followup"], system_prompt=texts["system"]
+    )
+
+
+def parse_scope(text: str) -> tuple[str, str]:
+    """``global``, ``alert_type:NAME`` or ``chain:NAME`` as (scope, scope_value); the scope is
+    checked when it is used (``scope_problems``)."""
+    scope, _, value = text.partition(":")
+    return scope.strip(), value.strip()
+
+
 def scope_problems(scope: str, scope_value: str) -> list[str]:
     if scope not in CriteriaScope.values:
         return [f"scope: must be one of {', '.join(CriteriaScope.values)}, not {scope!r}."]
