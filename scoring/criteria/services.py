@@ -15,6 +15,22 @@ class CriteriaError(ValueError):
         super().__init__(" ".join(self.problems))
 
 
+class CriteriaConflict(CriteriaError):
+    """Refused for the state a version or scope is in (not for what was asked): a draft to
+    promote, a current version to retire, a scope with nothing to roll back to."""
+
+
+CRITERIA_PERMISSION = "scoring.change_criteria"
+
+
+def can_change_criteria(user) -> bool:
+    """Whether ``user`` may create, edit, promote, roll back and retire criteria versions: an
+    active staff member, or an active user with the ``change_criteria`` permission."""
+    if user is None or not user.is_authenticated or not user.is_active:
+        return False
+    return user.is_staff or user.has_perm(CRITERIA_PERMISSION)
+
+
 def criteria_from_files(*, score: bytes, followup: bytes, system: bytes | None = None) -> Criteria:
     """Criteria from the contents of text files (UTF-8), each taken as it is but for one final
     line ending, which editors add and a prompt does not mean (the shipped prompts end without
@@ -79,7 +95,7 @@ def edit_draft(version_id: int, criteria: Criteria, *, description: str, edited_
     with transaction.atomic():
         version = _locked(version_id)
         if version.state != CriteriaState.DRAFT:
-            raise CriteriaError(f"version {version.pk} is {version.state}: only a draft's texts can change.")
+            raise CriteriaConflict(f"version {version.pk} is {version.state}: only a draft's texts can change.")
         for name, value in _texts(criteria).items():
             setattr(version, name, value)
         version.description = description
@@ -100,7 +116,7 @@ def retire(version_id: int, *, changed_by: str, reason: str) -> CriteriaVersion:
     with transaction.atomic():
         version = _locked(version_id)
         if version.state not in (CriteriaState.DRAFT, CriteriaState.CANDIDATE):
-            raise CriteriaError(
+            raise CriteriaConflict(
                 f"version {version.pk} is {version.state}: only a draft or a candidate is retired; "
                 "a current version is replaced by promoting another, or rolled back."
             )
@@ -118,7 +134,7 @@ def promote(version_id: int, *, changed_by: str, reason: str) -> CriteriaVersion
         with transaction.atomic():
             version = _locked(version_id)
             if version.state != CriteriaState.CANDIDATE:
-                raise CriteriaError(f"version {version.pk} is {version.state}: only a candidate is promoted.")
+                raise CriteriaConflict(f"version {version.pk} is {version.state}: only a candidate is promoted.")
             replaced = _current_locked(version.scope, version.scope_value)
             if replaced is not None:
                 replaced.state = CriteriaState.RETIRED
@@ -127,7 +143,7 @@ def promote(version_id: int, *, changed_by: str, reason: str) -> CriteriaVersion
             version.save(update_fields=["state", "updated_at"])
             _record(version, CriteriaAction.PROMOTE, changed_by, reason, replaced=replaced)
     except IntegrityError:  # another promotion in the scope committed first
-        raise CriteriaError(f"the scope {version.scope_label} changed meanwhile; try again.") from None
+        raise CriteriaConflict(f"the scope {version.scope_label} changed meanwhile; try again.") from None
     return version
 
 
@@ -143,7 +159,7 @@ def rollback(*, scope: str, scope_value: str = "", changed_by: str, reason: str)
         current = _current_locked(scope, scope_value)
         if current is None:
             named = f"{scope} {scope_value}" if scope_value else scope
-            raise CriteriaError(f"the scope {named} has no current version to roll back.")
+            raise CriteriaConflict(f"the scope {named} has no current version to roll back.")
         promotion = (
             CriteriaChange.objects.filter(version=current, action=CriteriaAction.PROMOTE)
             .order_by("-id")
@@ -151,7 +167,7 @@ def rollback(*, scope: str, scope_value: str = "", changed_by: str, reason: str)
         )
         restored = promotion.replaced if promotion is not None else None
         if restored is None and scope == CriteriaScope.GLOBAL:
-            raise CriteriaError(
+            raise CriteriaConflict(
                 f"version {current.pk} replaced no global version: there is nothing to roll back to; "
                 "promote another candidate instead."
             )
@@ -198,7 +214,7 @@ def _move(
     with transaction.atomic():
         version = _locked(version_id)
         if version.state != source:
-            raise CriteriaError(f"version {version.pk} is {version.state}, not {source}.")
+            raise CriteriaConflict(f"version {version.pk} is {version.state}, not {source}.")
         version.state = target
         version.save(update_fields=["state", "updated_at"])
         _record(version, action, changed_by, reason)
