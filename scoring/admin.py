@@ -21,6 +21,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from scoring import batches, selectors, services
+from scoring.criteria import admin as criteria_admin  # noqa: F401 (registers the criteria versions' admin)
 from scoring.criteria import selectors as criteria_selectors
 from scoring.judge import rendering
 from scoring.models import (

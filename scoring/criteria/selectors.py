@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
 
 from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
-from scoring.models import CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
+from scoring.models import CriteriaAction, CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
 
 
 @dataclass(frozen=True)
@@ -192,3 +192,15 @@ def changes_of(version: CriteriaVersion) -> QuerySet[CriteriaChange]:
     return CriteriaChange.objects.filter(
         Q(version=version) | Q(replaced=version) | Q(restored=version)
     ).select_related("version", "replaced", "restored")
+
+
+def replaced_by_promotion(version: CriteriaVersion) -> CriteriaVersion | None:
+    """The version ``version``'s latest promotion retired: what rolling it back makes current again
+    (None: it replaced none)."""
+    promotion = (
+        CriteriaChange.objects.filter(version=version, action=CriteriaAction.PROMOTE)
+        .select_related("replaced")
+        .order_by("-id")
+        .first()
+    )
+    return promotion.replaced if promotion is not None else None

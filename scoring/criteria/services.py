@@ -3,6 +3,7 @@ recorded with who, when and why (docs/criteria.md)."""
 
 from django.db import IntegrityError, transaction
 
+from scoring.criteria import selectors
 from scoring.judge.prompts import Criteria, criteria_problems
 from scoring.models import CriteriaAction, CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
 
@@ -31,17 +32,24 @@ def can_change_criteria(user) -> bool:
     return user.is_staff or user.has_perm(CRITERIA_PERMISSION)
 
 
+def typed_text(text: str) -> str:
+    """A prompt as typed in a browser's text box, which sends its line breaks as CRLF: with the
+    line breaks the person typed (LF), so that it hashes as the same text given any other way."""
+    return text.replace("\r\n", "\n")
+
+
 def criteria_from_files(*, score: bytes, followup: bytes, system: bytes | None = None) -> Criteria:
-    """Criteria from the contents of text files (UTF-8), each taken as it is but for one final
-    line ending, which editors add and a prompt does not mean (the shipped prompts end without
-    one). Raises ``CriteriaError`` for a file that is not UTF-8."""
+    """Criteria from the contents of text files (UTF-8): line breaks read as LF whatever the
+    system that saved them, and one final line break dropped, which editors add and a prompt does
+    not mean (the shipped prompts end without one). Raises ``CriteriaError`` for a file that is
+    not UTF-8."""
     texts = {}
     for name, data in (("score", score), ("followup", followup), ("system", system or b"")):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise CriteriaError(f"The {name} file is not UTF-8 text (byte {exc.start}).") from None
-        texts[name] = text.removesuffix("\n").removesuffix("\r")
+        texts[name] = typed_text(text).removesuffix("\n")
     return Criteria(
         score_prompt=texts["score"], followup_prompt=texts["followup"], system_prompt=texts["system"]
     )
@@ -95,7 +103,9 @@ def edit_draft(version_id: int, criteria: Criteria, *, description: str, edited_
     with transaction.atomic():
         version = _locked(version_id)
         if version.state != CriteriaState.DRAFT:
-            raise CriteriaConflict(f"version {version.pk} is {version.state}: only a draft's texts can change.")
+            raise CriteriaConflict(
+                f"version {version.pk} is {version.state}: only a draft's texts can change."
+            )
         for name, value in _texts(criteria).items():
             setattr(version, name, value)
         version.description = description
@@ -134,7 +144,9 @@ def promote(version_id: int, *, changed_by: str, reason: str) -> CriteriaVersion
         with transaction.atomic():
             version = _locked(version_id)
             if version.state != CriteriaState.CANDIDATE:
-                raise CriteriaConflict(f"version {version.pk} is {version.state}: only a candidate is promoted.")
+                raise CriteriaConflict(
+                    f"version {version.pk} is {version.state}: only a candidate is promoted."
+                )
             replaced = _current_locked(version.scope, version.scope_value)
             if replaced is not None:
                 replaced.state = CriteriaState.RETIRED
@@ -160,12 +172,7 @@ def rollback(*, scope: str, scope_value: str = "", changed_by: str, reason: str)
         if current is None:
             named = f"{scope} {scope_value}" if scope_value else scope
             raise CriteriaConflict(f"the scope {named} has no current version to roll back.")
-        promotion = (
-            CriteriaChange.objects.filter(version=current, action=CriteriaAction.PROMOTE)
-            .order_by("-id")
-            .first()
-        )
-        restored = promotion.replaced if promotion is not None else None
+        restored = selectors.replaced_by_promotion(current)
         if restored is None and scope == CriteriaScope.GLOBAL:
             raise CriteriaConflict(
                 f"version {current.pk} replaced no global version: there is nothing to roll back to; "
