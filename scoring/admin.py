@@ -193,7 +193,10 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         return super().media + ADMIN_MEDIA
 
     def get_queryset(self, request):
-        return selectors.with_latest_error(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
+        sessions = super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS)
+        return criteria_selectors.with_criteria_current(
+            selectors.with_latest_error(sessions), field="latest_prompt_hash", session=""
+        )
 
     def get_search_results(self, request, queryset, search_term):
         return selectors.search_sessions(queryset, search_term), False
@@ -226,9 +229,7 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         )
         if session.latest_score_id is None:
             return shown
-        if session.latest_prompt_hash is not None and not criteria_selectors.is_current_criteria(
-            session.latest_prompt_hash, session
-        ):
+        if session.latest_prompt_hash is not None and not session.criteria_current:
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
 
@@ -295,7 +296,7 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     def score_history(self, session):
         return render_to_string(
             "admin/scoring/score_history.html",
-            {"scores": selectors.score_history(session.session_id), "session": session},
+            {"scores": selectors.score_history(session.session_id)},
         )
 
     def _request_scoring(self, request, queryset, *, force_rescore: bool):

@@ -108,11 +108,6 @@ def current_criteria() -> CurrentCriteria:
     return CurrentCriteria(global_hash, by_alert_type, by_chain)
 
 
-def is_current_criteria(prompt_hash: str | None, session) -> bool:
-    """Whether a score of ``session`` made under ``prompt_hash`` is current (else obsolete)."""
-    return current_criteria().is_current(prompt_hash, session.alert_type, session.chain_id)
-
-
 def is_current_anywhere(prompt_hash: str | None) -> bool:
     """Whether ``prompt_hash`` is the current criteria of some scope: for figures grouped by
     hash, which belong to no one session."""

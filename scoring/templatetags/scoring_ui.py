@@ -20,7 +20,7 @@ from scoring.judge.sampling import judge_label
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.criteria.selectors import is_current_anywhere, is_current_criteria
+from scoring.criteria.selectors import is_current_anywhere
 from scoring.selectors import SCORE_BANDS, band_of, scoring_input_tokens
 
 register = template.Library()
@@ -154,14 +154,11 @@ def band_meaning(total_score) -> str:
 
 
 @register.filter
-def criteria_label(prompt_hash, session=None) -> str:
-    """"current" when ``prompt_hash`` is the current criteria of ``session``'s scope (without a
-    session, for figures grouped by hash: of some scope), else "obsolete"."""
-    if session is not None:
-        current = is_current_criteria(prompt_hash, session)
-    else:
-        current = is_current_anywhere(prompt_hash)
-    return "current" if current else "obsolete"
+def criteria_label(prompt_hash) -> str:
+    """"current" when ``prompt_hash`` is the current criteria of some scope, else "obsolete": for
+    figures grouped by hash, which belong to no one session (a score or session row has its own
+    ``criteria_current``, from ``criteria.selectors.with_criteria_current``)."""
+    return "current" if is_current_anywhere(prompt_hash) else "obsolete"
 
 
 @register.filter
