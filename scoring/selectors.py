@@ -26,7 +26,7 @@ from django.db.models import (
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
-from scoring.criteria.selectors import criteria_q, with_criteria_current
+from scoring.criteria.selectors import criteria_q, current_criteria, with_criteria_current
 from scoring.judge.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
@@ -509,17 +509,20 @@ def dashboard_sessions(
     sessions whose newest score used other / the current criteria.
     """
     sessions = AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS)
+    current = current_criteria()  # one read for the filter and the column
     if state:
         sessions = sessions.filter(score_state_q(state))
     if band:
         sessions = sessions.filter(band_q(band, "latest_total_score"))
     if obsolete is not None:
-        sessions = sessions.filter(criteria_q(obsolete=obsolete, field="latest_prompt_hash", session=""))
+        sessions = sessions.filter(
+            criteria_q(obsolete=obsolete, field="latest_prompt_hash", session="", current=current)
+        )
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
     if source:
         sessions = sessions.filter(source=source)
-    sessions = with_criteria_current(sessions, field="latest_prompt_hash", session="")
+    sessions = with_criteria_current(sessions, field="latest_prompt_hash", session="", current=current)
     sessions = search_sessions(with_latest_error(with_scoring_estimate(sessions)), search)
     return sessions.order_by(*SESSION_SORTS[sort], "-session_id")
 

@@ -1,10 +1,9 @@
 """Reads of the criteria versions: which version judges a session, whether a score's criteria
 are current, a version's texts (docs/criteria.md)."""
 
-from collections import defaultdict
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Case, Q, QuerySet, Value, When
+from django.db.models import BooleanField, Case, CharField, Q, QuerySet, Value, When
 
 from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
 from scoring.models import CriteriaAction, CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
@@ -48,47 +47,19 @@ class CurrentCriteria:
     def current_q(self, hash_field: str, session: str) -> Q:
         """``is_current`` in SQL, for rows whose criteria hash is ``hash_field`` and whose
         session's columns are reached by the prefix ``session`` ("" for the sessions
-        themselves, "session__" for scores): one OR of equalities per current hash."""
-        alert_types, chains = defaultdict(list), defaultdict(list)
-        for alert_type, prompt_hash in self.by_alert_type.items():
-            alert_types[prompt_hash].append(alert_type)
-        for chain_id, prompt_hash in self.by_chain.items():
-            chains[prompt_hash].append(chain_id)
-        # A session falls to a wider scope only when no narrower one has a current version.
-        outside_types = (
-            [~Q(**{f"{session}alert_type__in": sorted(self.by_alert_type)})] if self.by_alert_type else []
-        )
-        outside_chains = [~Q(**{f"{session}chain_id__in": sorted(self.by_chain)})] if self.by_chain else []
-        ways = []
-        for prompt_hash in sorted(self.hashes()):
-            judged_by = []
-            if alert_types[prompt_hash]:
-                judged_by.append(Q(**{f"{session}alert_type__in": sorted(alert_types[prompt_hash])}))
-            if chains[prompt_hash]:
-                judged_by.append(
-                    _all([*outside_types, Q(**{f"{session}chain_id__in": sorted(chains[prompt_hash])})])
-                )
-            if prompt_hash == self.global_hash:
-                judged_by.append(_all([*outside_types, *outside_chains]))
-            ways.append(Q(**{hash_field: prompt_hash}) & _any(judged_by))
-        return _any(ways)
-
-
-def _all(conditions: list[Q]) -> Q:
-    """Every condition (none: always true). Not ``Q()``, which ``|`` drops as if it were false."""
-    if not conditions:
-        return ~Q(pk__in=[])
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined &= condition
-    return combined
-
-
-def _any(conditions: list[Q]) -> Q:
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined |= condition
-    return combined
+        themselves, "session__" for scores): the hash equals a CASE over the scopes, in the
+        order ``scope_for`` takes them (the first that matches wins)."""
+        scoped = [
+            *(
+                When(**{f"{session}alert_type": value}, then=Value(h))
+                for value, h in self.by_alert_type.items()
+            ),
+            *(When(**{f"{session}chain_id": value}, then=Value(h)) for value, h in self.by_chain.items()),
+        ]
+        if not scoped:
+            return Q(**{hash_field: self.global_hash})
+        expected = Case(*scoped, default=Value(self.global_hash), output_field=CharField())
+        return Q(**{hash_field: expected})
 
 
 def current_criteria() -> CurrentCriteria:
@@ -114,24 +85,34 @@ def is_current_anywhere(prompt_hash: str | None) -> bool:
     return prompt_hash in current_criteria().hashes()
 
 
-def criteria_q(*, obsolete: bool, field: str = "prompt_hash", session: str = "session__") -> Q:
+def criteria_q(
+    *,
+    obsolete: bool,
+    field: str = "prompt_hash",
+    session: str = "session__",
+    current: CurrentCriteria | None = None,
+) -> Q:
     """Rows (scores, or sessions with ``session=""``) whose criteria hash ``field`` is not the
-    current one of their session's scope (``obsolete``), or is."""
-    current = current_criteria().current_q(field, session)
+    current one of their session's scope (``obsolete``), or is; by ``current`` (default: read now)."""
+    current = (current or current_criteria()).current_q(field, session)
     return Q(**{f"{field}__isnull": False}) & ~current if obsolete else current
 
 
 def with_criteria_current(
-    rows: QuerySet, *, field: str = "prompt_hash", session: str = "session__"
+    rows: QuerySet,
+    *,
+    field: str = "prompt_hash",
+    session: str = "session__",
+    current: CurrentCriteria | None = None,
 ) -> QuerySet:
     """Annotate each row with ``criteria_current``: ``criteria_q`` as a column, for lists
     that label every row current or obsolete at the cost of one query."""
-    current = Case(
-        When(criteria_q(obsolete=False, field=field, session=session), then=Value(True)),
+    is_current = Case(
+        When(criteria_q(obsolete=False, field=field, session=session, current=current), then=Value(True)),
         default=Value(False),
         output_field=BooleanField(),
     )
-    return rows.annotate(criteria_current=current)
+    return rows.annotate(criteria_current=is_current)
 
 
 def criteria_of_hash(prompt_hash: str) -> Criteria | None:
