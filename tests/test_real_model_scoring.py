@@ -14,7 +14,7 @@ import json
 import pytest
 
 from scoring import services
-from scoring.judge import conversation, fitting, replies
+from scoring.judge import conversation, fitting, replies, sampling
 from scoring.judge.prompts import (
     EVALUATION_FOLLOWUP_PROMPT,
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
@@ -96,7 +96,7 @@ def assert_judged_as_sent(score, judge) -> list:
     # Turn 1's prompt, by the model's own count, left the room for the replies the window was
     # told to keep (the judge counts with the server's /tokenize).
     told_window = fitting.context_window()
-    assert judge.model_count(calls[0].messages) <= told_window - 2 * fitting.REPLY_TOKENS
+    assert judge.model_count(calls[0].messages) <= told_window - 2 * sampling.REPLY_MAX_TOKENS
 
     # The evaluation, or the documented warning and no turn 2.
     if score.analysis_missing:

@@ -272,11 +272,12 @@ def _converse(
     transcript: Transcript,
 ) -> JudgeResult:
     opening = _opening_messages(criteria, fitted.prompt)
+    reply_cap = sampling.judge_reply_cap()
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
         chosen = _score_sample(
             opening,
-            lambda messages: usage.add(llm.complete(messages, deadline=deadline)),
+            lambda messages: usage.add(llm.complete(messages, deadline=deadline, max_tokens=reply_cap)),
             transcript.new_conversation(),
         )
         stability = {}
@@ -291,7 +292,10 @@ def _converse(
         messages = [*chosen.messages, {"role": "user", "content": criteria.followup_prompt}]
         # Patient: sent back to the queue now, the scoring would ask turn 1 again.
         missing_tools_analysis = chosen.recorded.ask(
-            lambda messages: usage.add(llm.complete(messages, deadline=deadline, patient=True)), messages
+            lambda messages: usage.add(
+                llm.complete(messages, deadline=deadline, patient=True, max_tokens=reply_cap)
+            ),
+            messages,
         )
     else:
         logger.warning("the judge gave its score without an evaluation, even when asked again: turn 2 not sent")
@@ -390,7 +394,7 @@ def _median_sample(
             opening, lambda messages: usage.add(ask(messages)), transcript.new_conversation()
         )
 
-    outcomes = llm.run_concurrently([sample] * k, deadline=deadline)
+    outcomes = llm.run_concurrently([sample] * k, deadline=deadline, max_tokens=sampling.judge_reply_cap())
     # A quota is capacity, not a sample's failure: the scoring waits for it with all k samples.
     rate_limited = next((outcome for outcome in outcomes if isinstance(outcome, errors.RateLimited)), None)
     if rate_limited is not None:

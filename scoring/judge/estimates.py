@@ -6,7 +6,7 @@ The turn-1 prompt is fitted to the judge model's window as a scoring fits it
 the same count. The cost is litellm's price for the model (no cache discount) of a
 scoring's calls: turn 1 (once per sample) and turn 2, which resends the prompt with turn
 1's reply and the follow-up; their replies are the mean output of the model's completed
-scores, or, with none yet, the room kept for each reply (``fitting.REPLY_TOKENS``).
+scores, or, with none yet, the room kept for each reply (``sampling.REPLY_MAX_TOKENS``).
 """
 
 from dataclasses import dataclass
@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from scoring.judge import conversation, fitting, llm, tokens
+from scoring.judge import conversation, fitting, llm, sampling, tokens
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
 
@@ -35,7 +35,7 @@ class Assumptions:
         tokens (of ``scores``; None: none)."""
         window, source = fitting.context_window_and_source()
         calls = settings.SCORING_JUDGE_SAMPLES + 1
-        output = mean_output if mean_output is not None else calls * fitting.REPLY_TOKENS
+        output = mean_output if mean_output is not None else calls * sampling.REPLY_MAX_TOKENS
         follow_up = tokens.count(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
         return cls(window, source, output, scores if mean_output is not None else 0, follow_up)
 

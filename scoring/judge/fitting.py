@@ -25,7 +25,7 @@ from functools import cache
 
 from django.conf import settings
 
-from scoring.judge import llm, tokens
+from scoring.judge import llm, sampling, tokens
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.parts import Cuttable, ToolResult
 from scoring.judge.prompts import (
@@ -34,8 +34,6 @@ from scoring.judge.prompts import (
     RESTATE_SCORE_PROMPT,
 )
 
-# Room kept for each judge reply: turn 1's (resent in turn 2) and turn 2's.
-REPLY_TOKENS = 4_096
 # A restated score, and each chat message's own framing tokens (six at most in turn 2).
 RESTATED_REPLY_TOKENS = 16
 # A turn-1 reply without an evaluation (a score line, at most a breakdown), which stays in the
@@ -122,7 +120,7 @@ def prompt_room(window: int) -> int:
     reply and the follow-up (and, where turn 1 was asked for its evaluation, the reply without
     one and that request), and the window must still hold turn 2's reply."""
     return window - (
-        2 * REPLY_TOKENS
+        2 * sampling.REPLY_MAX_TOKENS
         + _follow_up_tokens(settings.SCORING_LLM_MODEL)
         + RESTATED_REPLY_TOKENS
         + UNEVALUATED_REPLY_TOKENS

@@ -257,10 +257,17 @@ def _litellm():
     return litellm
 
 
-def complete(messages: list[dict], *, deadline: Deadline | None = None, patient: bool = False) -> LLMReply:
+def complete(
+    messages: list[dict],
+    *,
+    deadline: Deadline | None = None,
+    patient: bool = False,
+    max_tokens: int | None = None,
+) -> LLMReply:
     """Send one chat conversation to the judge model and return its reply.
 
     ``deadline`` is when the call must be over, retries and waits for a slot included.
+    ``max_tokens``, when given, caps the reply's length (``sampling.judge_reply_cap``).
     Raises ``JudgeLLMError`` (or a subclass) on failure,
     ``RateLimited`` when the provider's quota says wait longer than the call may wait
     in place: SCORING_LLM_MAX_RETRY_AFTER_S, or with ``patient`` up to the deadline (for
@@ -268,7 +275,7 @@ def complete(messages: list[dict], *, deadline: Deadline | None = None, patient:
     """
     model = _callable_model()
     try:
-        reply = _complete_with_retries(model, messages, deadline, patient)
+        reply = _complete_with_retries(model, messages, deadline, patient, max_tokens)
     except JudgeLLMError as error:
         _record_failure(model, error)
         raise
@@ -280,7 +287,10 @@ Ask = Callable[[list[dict]], LLMReply]
 
 
 def run_concurrently(
-    conversations: Sequence[Callable[[Ask], object]], *, deadline: Deadline | None = None
+    conversations: Sequence[Callable[[Ask], object]],
+    *,
+    deadline: Deadline | None = None,
+    max_tokens: int | None = None,
 ) -> list:
     """Run each of ``conversations`` on a thread of its own, all at once; return what each
     returned, or the exception it raised, in the order given.
@@ -299,7 +309,7 @@ def run_concurrently(
 
     def ask(messages: list[dict]) -> LLMReply:
         try:
-            reply = _complete_with_retries(model, messages, deadline, patient=False)
+            reply = _complete_with_retries(model, messages, deadline, False, max_tokens)
         except JudgeLLMError as error:
             with lock:
                 call_errors.append(error)
@@ -386,7 +396,7 @@ def release_db_connection() -> None:
 
 
 def _complete_with_retries(
-    model: str, messages: list[dict], deadline: Deadline | None, patient: bool
+    model: str, messages: list[dict], deadline: Deadline | None, patient: bool, max_tokens: int | None
 ) -> LLMReply:
     """One judge call with its retries, each attempt in its turn (``pacing``) and on a free
     judge slot (``pacing.call_slots``, SCORING_JUDGE_CONCURRENCY). A 429 uses up no retry:
@@ -407,7 +417,7 @@ def _complete_with_retries(
         # The request's own timeout starts once it has a slot: waiting for one is not the judge's slowness.
         slots = _take_slot(deadline, failure, failed_attempts)
         try:
-            return _complete_once(model, messages, deadline, failed_attempts + 1)
+            return _complete_once(model, messages, deadline, failed_attempts + 1, max_tokens)
         except _AttemptFailed as failed:
             if failed.failure.kind == "deadline":
                 raise _deadline_reached(deadline, failure, failed_attempts, failed.failure.detail) from None
@@ -547,7 +557,8 @@ class _Stream:
         # and closes the stream, so that the judge stops writing a reply no one waits for.
         self.abandoned = False
 
-    def read(self, litellm, model: str, messages: list[dict], timeout: float):
+    def read(self, litellm, model: str, messages: list[dict], timeout: float, max_tokens: int | None):
+        capped = {"max_tokens": max_tokens} if max_tokens is not None else {}
         stream = litellm.completion(
             model=model,
             messages=messages,
@@ -557,6 +568,7 @@ class _Stream:
             max_retries=0,  # the provider SDK's retries
             num_retries=0,  # litellm's retries
             **sampling.judge_sampling().request_params(),
+            **capped,
             **STREAMED,
         )
         self.started = True
@@ -576,7 +588,9 @@ class _Stream:
         return litellm.stream_chunk_builder(self.chunks, messages=messages)
 
 
-def _complete_once(model: str, messages: list[dict], deadline: Deadline | None, attempt: int) -> LLMReply:
+def _complete_once(
+    model: str, messages: list[dict], deadline: Deadline | None, attempt: int, max_tokens: int | None
+) -> LLMReply:
     litellm = _litellm()
     import openai
 
@@ -589,9 +603,11 @@ def _complete_once(model: str, messages: list[dict], deadline: Deadline | None, 
     stream = _Stream()
     try:
         if deadline is None:
-            response = stream.read(litellm, model, messages, timeout)
+            response = stream.read(litellm, model, messages, timeout, max_tokens)
         else:
-            response = _by_deadline(lambda: stream.read(litellm, model, messages, timeout), deadline)
+            response = _by_deadline(
+                lambda: stream.read(litellm, model, messages, timeout, max_tokens), deadline
+            )
     except _DeadlinePassed:
         stream.abandoned = True
         metrics.observe_llm_call(time.monotonic() - started, "deadline")

@@ -5,6 +5,7 @@ A setting is sent only where the judge model takes it, by litellm's rules: a see
 providers that accept one (OpenAI and OpenAI-compatible servers, Gemini, ...; not Anthropic's
 Claude), a temperature to every model but those that take only their default (OpenAI's
 reasoning models). What was not sent is recorded as None: the provider's default applied.
+Each judge call also caps its reply's length (``REPLY_MAX_TOKENS``), reasoning models aside.
 """
 
 import logging
@@ -14,6 +15,12 @@ from functools import cache
 from django.conf import settings
 
 logger = logging.getLogger(__name__)
+
+# The most a judge reply may write (sent as ``max_tokens``), and so the room fitting keeps for
+# each reply: a model that runs on (a small local one repeating a list) stops there, not at its
+# window's end or at the job's deadline. Not sent to reasoning models (OpenAI's o-series and
+# GPT-5, Gemini 2.5, Claude 4), whose hidden thinking would count against it.
+REPLY_MAX_TOKENS = 4_096
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,24 @@ def _sampling_for(model: str, temperature: float | None, seed: int | None) -> Sa
             )  # fmt: skip
             temperature = None
     return Sampling(temperature, seed)
+
+
+def judge_reply_cap() -> int | None:
+    """The ``max_tokens`` each judge call sends to the configured model; None: none is sent."""
+    return _reply_cap_for(settings.SCORING_LLM_MODEL)
+
+
+@cache
+def _reply_cap_for(model: str) -> int | None:
+    if not model:
+        return REPLY_MAX_TOKENS
+    import litellm
+
+    try:
+        reasoning = litellm.supports_reasoning(model)
+    except Exception:  # noqa: BLE001 - a model litellm cannot place is not known to reason
+        reasoning = False
+    return None if reasoning else REPLY_MAX_TOKENS
 
 
 def judge_label(model: str | None, temperature: float | None, seed: int | None) -> str:

@@ -437,3 +437,25 @@ def test_no_transcript_is_kept_with_a_retention_of_zero_and_old_ones_are_pruned(
     assert services.prune_transcripts(now=recorded + 2 * 86_400_000_000 - 1) == 0
     assert services.prune_transcripts(now=recorded + 2 * 86_400_000_000 + 1) == 1
     assert not ScoreTranscript.objects.exists()
+
+
+@pytest.mark.django_db
+def test_every_judge_call_caps_its_reply_at_the_room_fitting_keeps_for_it(judge_llm):
+    score_one(judge_llm, Reply("**Total Score:** 63"), Reply(turn1(63)), Reply(TURN2))  # asked for its evaluation
+
+    assert [request.body.get("max_tokens") for request in judge_llm.requests] == [sampling.REPLY_MAX_TOKENS] * 3
+
+
+@pytest.mark.parametrize(
+    ("model", "cap"),
+    [
+        ("openai/fake-judge", sampling.REPLY_MAX_TOKENS),
+        ("gpt-4.1", sampling.REPLY_MAX_TOKENS),
+        ("o3", None),  # its hidden reasoning would count against the cap
+        ("gemini/gemini-2.5-pro", None),
+        ("anthropic/claude-sonnet-4-20250514", None),
+    ],
+)
+def test_the_reply_cap_is_not_sent_to_reasoning_models(model, cap, settings):
+    settings.SCORING_LLM_MODEL = model
+    assert sampling.judge_reply_cap() == cap

@@ -703,7 +703,7 @@ def test_preload_leaves_little_for_a_processs_first_judge_call_to_load(judge_llm
     code = (
         "import json, sys, django; django.setup(); from scoring.judge import llm; llm.preload(); "
         "before = set(sys.modules); "
-        "llm._complete_once(llm.settings.SCORING_LLM_MODEL, [{'role': 'user', 'content': 'hi'}], None, 1); "
+        "llm._complete_once(llm.settings.SCORING_LLM_MODEL, [{'role': 'user', 'content': 'hi'}], None, 1, None); "
         "print(json.dumps(sorted(set(sys.modules) - before)))"
     )
     env = {**os.environ, **judge_llm.env(), "DJANGO_SETTINGS_MODULE": "tarsy_scoring.settings"}
