@@ -181,7 +181,7 @@ def score_prompt_fitter(
             session, criteria=criteria, boundary_token=token, investigation=investigation
         )
 
-    return lambda window: fitting.fit_prompt(parts, build, window)
+    return lambda window: fitting.fit_prompt(parts, build, window, criteria)
 
 
 def extract_score(reply: str) -> tuple[int | None, str]:
