@@ -399,7 +399,9 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         "analysis_missing",
     ]
     search_fields = ["score_id"]
-    search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
+    search_help_text = (
+        "A whole score or session id, a whole criteria hash, or text from the judge model or who triggered it."
+    )
     list_per_page = 50
     fields = [
         "score_id", "session_link", "status", "score", "samples", "criteria", "judge", "analysis_missing", "coverage",
@@ -431,7 +433,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
             key = uuid.UUID(term)
         except ValueError:
             return queryset.filter(
-                Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)
+                Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term) | Q(prompt_hash=term.lower())
             ), False
         return queryset.filter(Q(score_id=key) | Q(session_id=key)), False
 

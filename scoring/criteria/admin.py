@@ -19,11 +19,13 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from scoring.criteria import selectors, services
+from scoring.selectors import with_transcript_flag
 from scoring.judge import conversation
 from scoring.judge.prompts import Criteria, criteria_problems
 from scoring.models import AlertSession, CriteriaScope, CriteriaState, CriteriaVersion
 
 TEXT_FIELDS = (("system", "system_prompt"), ("score", "score_prompt"), ("followup", "followup_prompt"))
+SCORES_SHOWN = 20  # on a version's page, the newest scorings made under it
 TEXT_TITLES = {
     "system_prompt": "System prompt",
     "score_prompt": "Score prompt",
@@ -206,7 +208,11 @@ class CriteriaVersionAdmin(admin.ModelAdmin):
         version = self.get_object(request, object_id)
         context = dict(extra_context or {})
         if version is not None:
+            scores = selectors.scores_under(version.prompt_hash)
             context |= {
+                "score_count": scores.count(),
+                # With whether each keeps its transcript: the score's page shows it.
+                "scores": list(with_transcript_flag(scores)[:SCORES_SHOWN]),
                 "diff": diff_against_current(version),
                 "changes": selectors.changes_of(version),
                 "state_changes": [

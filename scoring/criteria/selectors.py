@@ -6,7 +6,14 @@ from dataclasses import dataclass
 from django.db.models import BooleanField, Case, CharField, Q, QuerySet, Value, When
 
 from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
-from scoring.models import CriteriaAction, CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
+from scoring.models import (
+    CriteriaAction,
+    CriteriaChange,
+    CriteriaScope,
+    CriteriaState,
+    CriteriaVersion,
+    SessionScore,
+)
 
 
 @dataclass(frozen=True)
@@ -180,3 +187,12 @@ def replaced_by_promotion(version: CriteriaVersion) -> CriteriaVersion | None:
         .first()
     )
     return promotion.replaced if promotion is not None else None
+
+
+def scores_under(prompt_hash: str) -> QuerySet[SessionScore]:
+    """Every scoring made under these criteria (any version holding ``prompt_hash``), newest
+    first, without their analyses."""
+    scores = SessionScore.objects.filter(prompt_hash=prompt_hash).defer(
+        "score_analysis", "missing_tools_analysis"
+    )
+    return scores.order_by("-scored_at_us", "-score_id")

@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from scoring.criteria import services
 from scoring.judge.prompts import PROMPT_HASH
-from scoring.models import CriteriaChange, CriteriaState, CriteriaVersion
+from scoring.models import CriteriaChange, CriteriaState, CriteriaVersion, ScoreTranscript
 from tests.support.criteria import criteria_text, make_current
-from tests.support.factories import make_session
+from tests.support.factories import make_score, make_session
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_criteria")]
 ADD = reverse("admin:scoring_criteriaversion_add")
@@ -175,3 +175,20 @@ def test_staff_write_as_the_api_lets_them_and_others_reach_no_admin(client):
     assert client.get(reverse("admin:scoring_criteriaversion_changelist")).status_code == 302  # to sign in
     assert client.post(ADD, form_data("Other")).status_code == 302
     assert not CriteriaVersion.objects.filter(description="Other criteria").exists()
+
+
+def test_a_versions_page_lists_the_scores_made_under_it_with_their_transcripts(
+    admin_client, shipped_criteria
+):
+    kept = make_score(make_session(), total_score=70)
+    ScoreTranscript.objects.create(
+        score=kept, recorded_at_us=kept.scored_at_us, transcript={"conversations": []}
+    )
+    make_score(make_session(), prompt_hash="0" * 64)  # another hash's
+
+    page = admin_client.get(change_url(shipped_criteria)).content.decode()
+
+    assert "Scores under these criteria (1)" in page
+    assert reverse("admin:scoring_sessionscore_change", args=[kept.score_id]) in page and ">kept</a>" in page
+    searched = admin_client.get(reverse("admin:scoring_sessionscore_changelist"), {"q": PROMPT_HASH})
+    assert str(kept.score_id)[:8] in searched.content.decode()
