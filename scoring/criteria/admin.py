@@ -19,10 +19,10 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from scoring.criteria import selectors, services
-from scoring.selectors import with_transcript_flag
 from scoring.judge import conversation
 from scoring.judge.prompts import Criteria, criteria_problems
 from scoring.models import AlertSession, CriteriaScope, CriteriaState, CriteriaVersion
+from scoring.selectors import with_transcript_flag
 
 TEXT_FIELDS = (("system", "system_prompt"), ("score", "score_prompt"), ("followup", "followup_prompt"))
 SCORES_SHOWN = 20  # on a version's page, the newest scorings made under it
