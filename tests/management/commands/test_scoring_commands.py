@@ -10,7 +10,7 @@ from django_q.models import OrmQ
 
 from scoring import services
 from scoring.judge import conversation, fitting
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import AlertSession, ScoringStatus, SessionScore
 from tests.support.criteria import criteria_text, make_current
 from tests.support.factories import T0_US, make_score, make_session
 from tests.support.long_sessions import with_long_tool_output
@@ -108,7 +108,8 @@ def test_dry_run_counts_each_session_under_the_criteria_that_would_judge_it(sett
 
     rows = dry_run_rows(run("--dry-run", capsys=capsys))
 
-    fitted = conversation.score_prompt_fitter(on_chain, criteria_text("Chain"))(128_000)
+    stored = AlertSession.objects.get(pk=on_chain.pk)  # as the dry run reads it (PostgreSQL orders JSON keys)
+    fitted = conversation.score_prompt_fitter(stored, criteria_text("Chain"))(128_000)
     assert abs(int(rows[str(on_chain.session_id)][0].replace(",", "")) - fitted.tokens) < 100
     shipped_tokens = int(rows[str(shipped.session_id)][0].replace(",", ""))
     assert shipped_tokens > fitted.tokens + 1_500  # EP-0028's prompt is about 2,700 tokens
