@@ -23,6 +23,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from scoring import batches, budget, selectors, services
+from scoring.criteria import admin as criteria_admin  # noqa: F401 (registers the criteria versions' admin)
+from scoring.criteria import selectors as criteria_selectors
 from scoring.judge import rendering
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -37,7 +39,6 @@ from scoring.templatetags.scoring_ui import (
     badge_html,
     coverage_note,
     judge_name,
-    criteria_label,
     dimension_rows,
     samples_note,
     us_datetime,
@@ -77,6 +78,7 @@ class CriteriaFilter(admin.SimpleListFilter):
     title = "scoring criteria"
     parameter_name = "criteria"
     hash_field = "prompt_hash"
+    session_prefix = "session__"
 
     def lookups(self, request, model_admin):
         return [("current", "Current"), ("obsolete", "Obsolete")]
@@ -84,7 +86,9 @@ class CriteriaFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() in {"current", "obsolete"}:
             return queryset.filter(
-                selectors.criteria_q(obsolete=self.value() == "obsolete", field=self.hash_field)
+                criteria_selectors.criteria_q(
+                    obsolete=self.value() == "obsolete", field=self.hash_field, session=self.session_prefix
+                )
             )
         return queryset
 
@@ -108,6 +112,7 @@ class SessionBandFilter(ScoreBandFilter):
 
 class SessionCriteriaFilter(CriteriaFilter):
     hash_field = "latest_prompt_hash"
+    session_prefix = ""
 
 
 class ReviewStateFilter(admin.SimpleListFilter):
@@ -194,7 +199,10 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         return super().media + ADMIN_MEDIA
 
     def get_queryset(self, request):
-        return selectors.with_latest_error(super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS))
+        sessions = super().get_queryset(request).defer(*AlertSession.HEAVY_FIELDS)
+        return criteria_selectors.with_criteria_current(
+            selectors.with_latest_error(sessions), field="latest_prompt_hash", session=""
+        )
 
     def get_search_results(self, request, queryset, search_term):
         return selectors.search_sessions(queryset, search_term), False
@@ -227,7 +235,7 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         )
         if session.latest_score_id is None:
             return shown
-        if session.latest_prompt_hash is not None and not selectors.is_current_criteria(session.latest_prompt_hash):
+        if session.latest_prompt_hash is not None and not session.criteria_current:
             shown = format_html('{} <span class="criteria-obsolete">obsolete criteria</span>', shown)
         return format_html('<a href="{}">{}</a>', score_admin_url(session.latest_score_id), shown)
 
@@ -293,7 +301,8 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     @admin.display(description="Score history")
     def score_history(self, session):
         return render_to_string(
-            "admin/scoring/score_history.html", {"scores": selectors.score_history(session.session_id)}
+            "admin/scoring/score_history.html",
+            {"scores": selectors.score_history(session.session_id)},
         )
 
     def _request_scoring(self, request, queryset, *, force_rescore: bool, action: str):
@@ -418,7 +427,9 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
         "analysis_missing",
     ]
     search_fields = ["score_id"]
-    search_help_text = "A whole score or session id, or text from the judge model or who triggered it."
+    search_help_text = (
+        "A whole score or session id, a whole criteria hash, or text from the judge model or who triggered it."
+    )
     list_per_page = 50
     fields = [
         "score_id", "session_link", "status", "score", "samples", "criteria", "judge", "analysis_missing", "coverage",
@@ -438,7 +449,9 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     def get_queryset(self, request):
         # The list shows no analyses; the score page loads them when it shows them.
         scores = super().get_queryset(request).defer("score_analysis", "missing_tools_analysis")
-        return selectors.with_session_digest(selectors.with_review_counts(scores))
+        return criteria_selectors.with_criteria_current(
+            selectors.with_session_digest(selectors.with_review_counts(scores))
+        )
 
     def get_search_results(self, request, queryset, search_term):
         term = search_term.strip()
@@ -448,7 +461,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
             key = uuid.UUID(term)
         except ValueError:
             return queryset.filter(
-                Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term)
+                Q(judge_model__icontains=term) | Q(score_triggered_by__icontains=term) | Q(prompt_hash=term.lower())
             ), False
         return queryset.filter(Q(score_id=key) | Q(session_id=key)), False
 
@@ -514,7 +527,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
 
     @admin.display(description="Criteria", ordering="prompt_hash")
     def criteria(self, score):
-        label = criteria_label(score.prompt_hash)
+        label = "current" if score.criteria_current else "obsolete"
         return format_html(
             '<span class="criteria-{}" title="{}">{} ({})</span>', label, score.prompt_hash, label, score.prompt_hash[:12]
         )
@@ -522,7 +535,7 @@ class SessionScoreAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
     @admin.display(description="Criteria", ordering="prompt_hash")
     def list_criteria(self, score):
         """The list's short form of ``criteria``: the prompt hash is in its tooltip."""
-        label = criteria_label(score.prompt_hash)
+        label = "current" if score.criteria_current else "obsolete"
         return format_html('<span class="criteria-{}" title="prompt hash {}">{}</span>', label, score.prompt_hash, label)
 
     @admin.display(description="Tokens (in / out)")

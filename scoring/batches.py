@@ -8,6 +8,7 @@ and a commit each; here a batch of sessions costs a few statements in all.
 from django.db import transaction
 
 from scoring import services
+from scoring.criteria import selectors as criteria_selectors
 from scoring.models import SessionScore
 from scoring.services import ScoringDecision
 
@@ -24,7 +25,6 @@ def score_sessions(session_ids, *, triggered_by: str, force_rescore: bool) -> di
     in one transaction per batch, and their wake-ups after it.
     """
     outcome = {"queued": 0, "already_scored": 0, "in_progress": 0, "not_scorable": 0}
-    services.record_criteria()
     unique_ids = list(dict.fromkeys(session_ids))
     for start in range(0, len(unique_ids), BATCH_SIZE):
         batch = unique_ids[start : start + BATCH_SIZE]
@@ -49,18 +49,25 @@ def _score_batch(session_ids: list, triggered_by: str, force_rescore: bool) -> d
         "in_progress": 0,
         "not_scorable": len(session_ids) - len(decided),
     }
-    wanted = []
+    wanted = {}
     for state, decision in decided:
         if decision is ScoringDecision.NEW_SCORE:
-            wanted.append(state.session_id)
+            wanted[state.session_id] = state
         else:
             counts[_COUNTED_AS[decision]] += 1
     if not wanted:
         return counts
     requested_at = services.now_us()
+    current = criteria_selectors.current_criteria()
     # In session order, so that two batches at once take the index's locks in the same order.
     pending = [
-        services.pending_score(session_id, triggered_by, requested_at) for session_id in sorted(wanted)
+        services.pending_score(
+            session_id,
+            current.hash_for(wanted[session_id].alert_type, wanted[session_id].chain_id),
+            triggered_by,
+            requested_at,
+        )
+        for session_id in sorted(wanted)
     ]
     with transaction.atomic():
         # A session that gained an active score since it was read keeps that one:

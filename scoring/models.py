@@ -433,25 +433,108 @@ class SessionWrite(models.Model):
         return f"{self.session_id} {'created' if self.created else 'replaced'} by {self.written_by}"
 
 
-class ScoringCriteria(models.Model):
-    """The judge prompts behind each prompt hash ever used (criteria history).
+class CriteriaState(models.TextChoices):
+    """Where a criteria version is in its life (docs/criteria.md, "States")."""
 
-    Content-addressed: a row is written the first time a hash scores anything,
-    so an obsolete score can always be read beside the criteria that made it.
+    DRAFT = "draft"  # being written: its texts may change; it never scores
+    CANDIDATE = "candidate"  # texts frozen, waiting for an operator to promote it
+    CURRENT = "current"  # judges the sessions of its scope; one per scope
+    RETIRED = "retired"  # was current, or was set aside; kept for the scores it made
+
+
+class CriteriaScope(models.TextChoices):
+    """Which sessions a criteria version judges when current: every session, or those of one
+    alert type, or of one chain (``scope_value`` names it). The most specific current one wins:
+    alert type, then chain, then global."""
+
+    GLOBAL = "global"
+    ALERT_TYPE = "alert_type", "Alert type"
+    CHAIN = "chain"
+
+
+class CriteriaVersion(models.Model):
+    """A version of the judge's criteria: its full instructions (``scoring.judge.prompts.Criteria``),
+    the hash they make, its scope and state.
+
+    The texts change only while it is a draft, and a draft never scores: once a score can carry
+    a version's hash, its texts are fixed, so every score can be read beside the criteria that
+    made it. Several versions may hold the same texts (one per scope, say): the hash names the
+    texts, the version their use. Changes of state go through ``scoring.criteria``.
     """
 
-    prompt_hash = models.CharField(max_length=64, primary_key=True)
+    prompt_hash = models.CharField(max_length=64, db_index=True, editable=False)
+    system_prompt = models.TextField(blank=True, default="")
     score_prompt = models.TextField()
     followup_prompt = models.TextField()
-    first_used_at = models.DateTimeField(auto_now_add=True)
+    description = models.TextField(blank=True, default="", help_text="What these criteria change, and why.")
+    state = models.CharField(max_length=16, choices=CriteriaState.choices, default=CriteriaState.DRAFT)
+    scope = models.CharField(max_length=16, choices=CriteriaScope.choices, default=CriteriaScope.GLOBAL)
+    scope_value = models.CharField(
+        max_length=255, blank=True, default="", help_text="The alert type or chain id; empty for global."
+    )
+    created_by = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        db_table = "scoring_criteria"
-        verbose_name_plural = "scoring criteria"
-        ordering = ["-first_used_at"]
+        db_table = "criteria_versions"
+        ordering = ["-id"]
+        permissions = [("change_criteria", "Can create, promote and roll back judge criteria")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "scope_value"],
+                condition=Q(state="current"),
+                name="one_current_criteria_per_scope",
+            ),
+            models.CheckConstraint(
+                condition=(Q(scope="global") & Q(scope_value="")) | (~Q(scope="global") & ~Q(scope_value="")),
+                name="criteria_scope_value_names_the_scope",
+            ),
+        ]
 
     def __str__(self) -> str:
-        return self.prompt_hash
+        return f"v{self.pk} {self.scope_label} {self.state} {self.prompt_hash[:12]}"
+
+    @property
+    def scope_label(self) -> str:
+        if self.scope == CriteriaScope.GLOBAL:
+            return "global"
+        return f"{self.get_scope_display()} {self.scope_value}"
+
+
+class CriteriaAction(models.TextChoices):
+    CREATE = "create"
+    EDIT = "edit"
+    CANDIDATE = "candidate"
+    PROMOTE = "promote"
+    ROLLBACK = "rollback"
+    RETIRE = "retire"
+
+
+class CriteriaChange(models.Model):
+    """One recorded change of a criteria version (who, when, why): the history the admin and the
+    API show, and that a rollback reads to find the version to restore."""
+
+    version = models.ForeignKey(CriteriaVersion, on_delete=models.PROTECT, related_name="changes")
+    action = models.CharField(max_length=16, choices=CriteriaAction.choices)
+    # A promotion: the version that was current in the scope until then (null: none was).
+    replaced = models.ForeignKey(
+        CriteriaVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # A rollback: the version made current again (null: the scope fell back to a wider one).
+    restored = models.ForeignKey(
+        CriteriaVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    changed_by = models.CharField(max_length=255)
+    changed_at = models.DateTimeField(auto_now_add=True)
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "criteria_changes"
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} v{self.version_id} by {self.changed_by}"
 
 
 class JudgePacing(models.Model):

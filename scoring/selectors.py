@@ -28,10 +28,10 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce, NullIf
 
 from scoring import identities
+from scoring.criteria.selectors import criteria_q, current_criteria, with_criteria_current
 from scoring.judge.prompts import (
     JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     JUDGE_PROMPT_SCORE,
-    PROMPT_HASH,
     estimated_tokens,
 )
 from scoring.judge.replies import DIMENSIONS
@@ -54,7 +54,8 @@ from scoring.precompiled import PrecompiledQuery, instance_from_row, precompile
 
 def session_list(*, status: str | None = None, alert_type: str | None = None) -> QuerySet[AlertSession]:
     """Sessions newest first, without their investigation, with their newest score's
-    error (``with_latest_error``) and dimensions (``latest_dimensions``).
+    error (``with_latest_error``), dimensions (``latest_dimensions``) and whether its criteria
+    are current (``criteria_current``).
 
     The investigation columns can hold megabytes per session, and a list never
     shows them, so they are deferred.
@@ -62,6 +63,7 @@ def session_list(*, status: str | None = None, alert_type: str | None = None) ->
     sessions = with_latest_error(AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS))
     newest = SessionScore.objects.filter(pk=OuterRef("latest_score_id"))
     sessions = sessions.annotate(latest_dimensions=Subquery(newest.values("dimensions")[:1]))
+    sessions = with_criteria_current(sessions, field="latest_prompt_hash", session="")
     sessions = sessions.order_by("-started_at_us", "-session_id")
     if status is not None:
         sessions = sessions.filter(status=status)
@@ -123,7 +125,7 @@ def with_session_digest(scores: QuerySet[SessionScore]) -> QuerySet[SessionScore
 
 def latest_score(session_id) -> SessionScore | None:
     """The score of a session: its newest scoring, whatever its status, with its missing tools."""
-    scores = with_session_digest(SessionScore.objects.filter(session_id=session_id))
+    scores = with_criteria_current(with_session_digest(SessionScore.objects.filter(session_id=session_id)))
     return scores.order_by("-scored_at_us").prefetch_related("missing_tools").first()
 
 
@@ -210,6 +212,8 @@ class ScoringState:
     status: str
     latest_status: str | None
     latest_orphaned: bool
+    alert_type: str  # with chain_id, what picks the criteria that judge it
+    chain_id: str
 
 
 def scoring_states(session_ids, *, now_us: int) -> list[ScoringState]:
@@ -221,7 +225,9 @@ def scoring_states(session_ids, *, now_us: int) -> list[ScoringState]:
         .annotate(
             latest_started_at_us=Subquery(newest.values("started_at_us")[:1]),
         )
-        .values_list("session_id", "status", "latest_status", "latest_started_at_us")
+        .values_list(
+            "session_id", "status", "latest_status", "latest_started_at_us", "alert_type", "chain_id"
+        )
     )
     return [
         ScoringState(
@@ -229,8 +235,10 @@ def scoring_states(session_ids, *, now_us: int) -> list[ScoringState]:
             status,
             latest_status,
             latest_orphaned=is_orphaned(latest_status, started_at_us=started_at_us, now_us=now_us),
+            alert_type=alert_type,
+            chain_id=chain_id,
         )
-        for session_id, status, latest_status, started_at_us in rows
+        for session_id, status, latest_status, started_at_us, alert_type, chain_id in rows
     ]
 
 
@@ -398,7 +406,9 @@ def sessions_to_score(
     if unscored:
         wanted |= Q(latest_status__isnull=True)
     if obsolete:
-        wanted |= Q(latest_status=ScoringStatus.COMPLETED) & ~Q(latest_prompt_hash=PROMPT_HASH)
+        wanted |= Q(latest_status=ScoringStatus.COMPLETED) & criteria_q(
+            obsolete=True, field="latest_prompt_hash", session=""
+        )
     if failed:
         wanted |= Q(latest_status=ScoringStatus.FAILED)
     return sessions.filter(wanted).order_by("-started_at_us")
@@ -459,11 +469,6 @@ SCORE_BANDS = (
 _BANDS_BY_KEY = {band.key: band for band in SCORE_BANDS}
 
 
-def is_current_criteria(prompt_hash: str | None) -> bool:
-    """Whether a score was made under today's judge prompts (else it is obsolete)."""
-    return prompt_hash == PROMPT_HASH
-
-
 def band_of(total_score: int | None) -> ScoreBand | None:
     if total_score is None:
         return None
@@ -473,12 +478,6 @@ def band_of(total_score: int | None) -> ScoreBand | None:
 def band_q(band_key: str, field: str = "total_score") -> Q:
     band = _BANDS_BY_KEY[band_key]
     return Q(**{f"{field}__gte": band.low, f"{field}__lte": band.high})
-
-
-def criteria_q(*, obsolete: bool, field: str = "prompt_hash") -> Q:
-    """Scores made with other judge prompts than the current ones (or with these)."""
-    current = Q(**{field: PROMPT_HASH})
-    return Q(**{f"{field}__isnull": False}) & ~current if obsolete else current
 
 
 # What the newest score of a session says, for the list filters.
@@ -546,16 +545,20 @@ def dashboard_sessions(
     sessions whose newest score used other / the current criteria.
     """
     sessions = AlertSession.objects.defer(*AlertSession.HEAVY_FIELDS)
+    current = current_criteria()  # one read for the filter and the column
     if state:
         sessions = sessions.filter(score_state_q(state))
     if band:
         sessions = sessions.filter(band_q(band, "latest_total_score"))
     if obsolete is not None:
-        sessions = sessions.filter(criteria_q(obsolete=obsolete, field="latest_prompt_hash"))
+        sessions = sessions.filter(
+            criteria_q(obsolete=obsolete, field="latest_prompt_hash", session="", current=current)
+        )
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
     if source:
         sessions = sessions.filter(source=source)
+    sessions = with_criteria_current(sessions, field="latest_prompt_hash", session="", current=current)
     sessions = search_sessions(with_latest_error(with_scoring_estimate(sessions)), search)
     return sessions.order_by(*SESSION_SORTS[sort], "-session_id")
 
@@ -565,9 +568,10 @@ def alert_types() -> list[str]:
 
 
 def score_history(session_id) -> QuerySet[SessionScore]:
-    """Every scoring of a session, newest first, with its reviews and reviewers and its missing tools."""
+    """Every scoring of a session, newest first, with its reviews and reviewers, its missing tools
+    and whether its criteria are current (``criteria_current``)."""
     return (
-        with_session_digest(SessionScore.objects.filter(session_id=session_id))
+        with_criteria_current(with_session_digest(SessionScore.objects.filter(session_id=session_id)))
         .order_by("-scored_at_us", "-score_id")  # a stable order, for the API's pages
         .prefetch_related(Prefetch("reviews", queryset=ScoreReview.objects.select_related("reviewer")), "missing_tools")
     )

@@ -22,9 +22,9 @@ from django.db.models import Subquery
 from django.db.models.sql import UpdateQuery
 
 from scoring import budget, failures, selectors
+from scoring.criteria import selectors as criteria_selectors
 from scoring.jobs import queue
 from scoring.judge import circuit, conversation, errors, injection, llm, pacing, rendering, replies, sampling
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import (
     COST_QUANTUM,
     REVIEW_NOTE_MAX_CHARS,
@@ -32,7 +32,6 @@ from scoring.models import (
     MissingTool,
     ReviewVerdict,
     ScoreReview,
-    ScoringCriteria,
     ScoreTranscript,
     ScoringStatus,
     SessionScore,
@@ -263,12 +262,12 @@ def score_request(
             raise ScoringInProgress(latest)
         return latest, False
     budget.confirm_manual_scoring(now_us(), confirmed=confirm_over_budget)
-    record_criteria()
+    prompt_hash = criteria_selectors.current_criteria().hash_for(state.alert_type, state.chain_id)
     try:
         # The partial unique index (one active score per session) settles races
         # between concurrent requests.
         with transaction.atomic():
-            score = pending_score(session_id, triggered_by, now_us())
+            score = pending_score(session_id, prompt_hash, triggered_by, now_us())
             score.save(force_insert=True)
             copy_latest_scores([session_id])
             transaction.on_commit(lambda: wake_workers(1))
@@ -282,33 +281,17 @@ def score_request(
     return score, True
 
 
-def pending_score(session_id, triggered_by: str, requested_at_us: int) -> SessionScore:
-    """A new pending score of the session, not saved yet."""
+def pending_score(session_id, prompt_hash: str, triggered_by: str, requested_at_us: int) -> SessionScore:
+    """A new pending score of the session, not saved yet, to be judged by the criteria of
+    ``prompt_hash`` (those current for the session's scope when it was requested)."""
     return SessionScore(
         session_id=session_id,
-        prompt_hash=PROMPT_HASH,
+        prompt_hash=prompt_hash,
         score_triggered_by=triggered_by[:255],
         scored_at_us=requested_at_us,
         started_at_us=requested_at_us,
         status=Status.PENDING,
     )
-
-
-# Prompt hashes whose criteria row this process has written (rows are never deleted).
-_recorded_criteria: set[str] = set()
-
-
-def record_criteria() -> None:
-    """Store the current judge prompts under their hash (the criteria history), once per process."""
-    if PROMPT_HASH in _recorded_criteria:
-        return
-    current = ScoringCriteria(
-        prompt_hash=PROMPT_HASH,
-        score_prompt=JUDGE_PROMPT_SCORE,
-        followup_prompt=JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
-    )
-    ScoringCriteria.objects.bulk_create([current], ignore_conflicts=True)
-    _recorded_criteria.add(PROMPT_HASH)
 
 
 def copy_latest_scores(session_ids) -> None:
@@ -411,6 +394,11 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         warnings = []
         try:
             session = _session_to_judge(score.session_id)
+            criteria = criteria_selectors.criteria_of_hash(score.prompt_hash)
+            if criteria is None:
+                return fail_scoring(
+                    score.score_id, f"the criteria {score.prompt_hash} are not stored: no version holds them"
+                )
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
             llm.release_db_connection()
             # Instruction-like text in the session is only flagged: the prompt fences
@@ -436,6 +424,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             llm.release_db_connection()  # and while the prompt is rendered
             result = conversation.run_judge(
                 session,
+                criteria=criteria,
                 on_phase=lambda phase: _record_progress(score, phase),
                 deadline=deadline,
                 transcript=transcript,

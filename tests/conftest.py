@@ -19,6 +19,7 @@ pytest_plugins = [
     "tests.support.fake_tarsy_go_events",
     "tests.support.fake_tarsy_go",
     "tests.support.status_table",
+    "tests.support.criteria",
 ]
 
 

@@ -50,7 +50,7 @@ def test_a_batch_session_that_gained_an_active_score_since_it_was_read_keeps_tha
     session = make_session()
     # Created behind the services' back, so the session row does not know of it yet:
     # what a batch sees when another request creates one between its read and its insert.
-    racing = services.pending_score(session.session_id, "alice", time.time_ns() // 1000)
+    racing = services.pending_score(session.session_id, PROMPT_HASH, "alice", time.time_ns() // 1000)
     racing.save()
 
     outcome = batches.score_sessions([session.session_id], triggered_by="cli", force_rescore=False)

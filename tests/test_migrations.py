@@ -14,6 +14,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from scoring.judge import replies
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
@@ -314,5 +315,38 @@ def test_migrating_marks_the_completed_scores_without_an_evaluation_and_copies_i
             copy = copies.objects.get(latest_completed_score_id=score.pk)
             assert copy.latest_completed_analysis_missing is marked[score.pk]
             assert (copy.latest_completed_judge_temperature, copy.latest_completed_judge_seed) == (None, None)
+    finally:
+        call_command("migrate", "scoring", verbosity=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migrating_makes_each_stored_criteria_a_version_and_the_shipped_ones_current():
+    before, after = [("scoring", "0027_judge_token_ratio")], [("scoring", "0028_criteria_versions")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        history = executor.loader.project_state(before).apps.get_model("scoring", "ScoringCriteria")
+        history.objects.all().delete()  # what migrating back wrote of the versions the tests start with
+        old = "old {{SESSION_CONVERSATION}}"
+        history.objects.create(prompt_hash="a" * 64, score_prompt=old, followup_prompt="old?")
+        history.objects.create(
+            prompt_hash=PROMPT_HASH,
+            score_prompt=JUDGE_PROMPT_SCORE,
+            followup_prompt=JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+        )
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        versions = executor.loader.project_state(after).apps.get_model("scoring", "CriteriaVersion")
+
+        assert set(versions.objects.values_list("prompt_hash", "state", "scope", "score_prompt")) == {
+            ("a" * 64, "retired", "global", old),
+            (PROMPT_HASH, "current", "global", JUDGE_PROMPT_SCORE),
+        }
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)  # and back: the criteria history again
+        history = executor.loader.project_state(before).apps.get_model("scoring", "ScoringCriteria")
+        assert set(history.objects.values_list("prompt_hash", flat=True)) == {"a" * 64, PROMPT_HASH}
     finally:
         call_command("migrate", "scoring", verbosity=0)

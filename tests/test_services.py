@@ -22,13 +22,13 @@ from scoring.models import (
     JudgePacing,
     ReviewVerdict,
     ScoreReview,
-    ScoringCriteria,
     ScoringEvent,
     ScoringStatus,
     SessionScore,
     SessionStatus,
 )
 from scoring.realtime import events
+from tests.support.criteria import make_current
 from tests.support.factories import (
     T0_US,
     completed_copy_on_session,
@@ -517,6 +517,63 @@ def request(session: AlertSession, force_rescore: bool = False) -> SessionScore:
     return score
 
 
+@pytest.mark.parametrize("path", ["request", "batch"])
+def test_each_session_is_judged_by_the_criteria_of_its_scope_and_its_score_carries_their_hash(
+    judge_llm, path
+):
+    chain = make_current(
+        "Chain", scope="chain", scope_value="k8s-chain", system_prompt="You judge k8s chains."
+    )
+    on_chain = make_session(alert_type="kubernetes", chain_id="k8s-chain")
+    elsewhere = make_session(alert_type="kubernetes", chain_id="db-chain")
+
+    if path == "request":
+        request(on_chain), request(elsewhere)
+    else:
+        batches.score_sessions(
+            [on_chain.session_id, elsewhere.session_id], triggered_by="cli", force_rescore=False
+        )
+    sent = {}
+    for _ in range(2):
+        judge_llm.push(Reply(TURN1), Reply(TURN2))
+        judged = run_next_scoring()
+        assert judged.status == ScoringStatus.COMPLETED
+        sent[judged.session_id] = (judged.prompt_hash, judge_llm.requests[-2:])
+
+    hash_on_chain, (turn1, turn2) = sent[on_chain.session_id]
+    assert hash_on_chain == chain.prompt_hash
+    assert turn1.messages[0] == {"role": "system", "content": "You judge k8s chains."}
+    assert turn1.messages[1]["content"].startswith("Chain criteria.\n")
+    assert turn2.messages[-1] == {"role": "user", "content": "Chain follow-up: which tools were missing?"}
+    hash_elsewhere, (turn1, turn2) = sent[elsewhere.session_id]
+    assert hash_elsewhere == PROMPT_HASH
+    assert turn1.messages[0]["content"].startswith("You are a computer security expert")
+    assert turn2.messages[-1] == {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}
+
+
+def test_a_score_is_judged_by_the_criteria_it_was_requested_under_even_once_they_are_replaced(judge_llm):
+    chain = make_current("Chain", scope="chain", scope_value="k8s-chain")
+    score = request(make_session(chain_id="k8s-chain"))
+    make_current("Newer", scope="chain", scope_value="k8s-chain")
+    judge_llm.push(Reply(TURN1), Reply(TURN2))
+
+    judged = run_next_scoring()
+
+    assert (judged.status, judged.prompt_hash) == (ScoringStatus.COMPLETED, chain.prompt_hash)
+    assert judge_llm.requests[0].messages[0]["content"].startswith("Chain criteria.\n")
+    assert score.score_id == judged.score_id
+
+
+def test_a_score_whose_criteria_no_version_holds_fails_saying_so(judge_llm):
+    score = make_score(make_session(), ScoringStatus.PENDING, prompt_hash="0" * 64)
+
+    judged = run_next_scoring()
+
+    assert (judged.score_id, judged.status) == (score.score_id, ScoringStatus.FAILED)
+    assert judged.error_message == f"the criteria {'0' * 64} are not stored: no version holds them"
+    assert judge_llm.requests == []
+
+
 def test_a_session_never_scored_has_no_copy():
     assert copy_on_session(make_session()) == (None, None, None, None)
 
@@ -674,17 +731,6 @@ def test_reading_stored_replies_copies_their_dimensions():
     assert (copy["latest_completed_logical_flow"], copy["latest_completed_consistency"]) == (15, 12)
 
 
-@pytest.mark.parametrize("path", ["request", "batch"])
-def test_scoring_records_the_criteria_it_used(path):
-    session = make_session()
-
-    if path == "request":
-        request(session)
-    else:
-        batches.score_sessions([session.session_id], triggered_by="cli", force_rescore=False)
-
-    criteria = ScoringCriteria.objects.get()
-    assert criteria.prompt_hash == PROMPT_HASH and criteria.score_prompt and criteria.followup_prompt
 
 
 

@@ -14,6 +14,7 @@ from scoring.judge import rendering
 from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT
 from scoring.models import AlertSession, InsightReport, ScoreReview, ScoreTranscript, ScoringStatus
 from scoring.templatetags.scoring_ui import badge, badge_catalog
+from tests.support.criteria import make_current
 from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.servers import REPO_DIR
 
@@ -405,11 +406,24 @@ def test_a_score_without_a_breakdown_or_tools_shows_neither(admin_client):
 
 
 @pytest.mark.django_db
+def test_criteria_promoted_for_a_chain_make_only_that_chains_scores_obsolete(admin_client):
+    on_chain, elsewhere = make_session(chain_id="k8s-chain"), make_session(chain_id="db-chain")
+    for session in (on_chain, elsewhere):
+        make_score(session)  # under the shipped criteria
+    make_current("Chain", scope="chain", scope_value="k8s-chain")
+
+    assert "obsolete criteria" in score_view(admin_client, on_chain)
+    assert "obsolete criteria" not in score_view(admin_client, elsewhere)
+    listed = admin_client.get(LIST_URL, {"criteria": "obsolete"}).content.decode()
+    assert str(on_chain.session_id)[:8] in listed and str(elsewhere.session_id)[:8] not in listed
+
+
+@pytest.mark.django_db
 def test_obsolete_score_says_so(admin_client):
     session = make_session()
     make_score(session, prompt_hash="c" * 64)
     view = score_view(admin_client, session)
-    assert "obsolete criteria" in view and "re-score to judge it by today's criteria" in view
+    assert "obsolete criteria" in view and "re-score to judge it by them" in view
 
 
 @pytest.mark.django_db

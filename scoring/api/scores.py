@@ -213,7 +213,7 @@ class ScoreSerializer(serializers.ModelSerializer):
         }
 
     def get_current_prompt_used(self, score: SessionScore) -> bool:
-        return selectors.is_current_criteria(score.prompt_hash)
+        return score.criteria_current  # selectors.latest_score and score_history annotate it
 
 
 class ScoreAcceptedSerializer(serializers.ModelSerializer):

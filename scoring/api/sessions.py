@@ -180,7 +180,7 @@ class LatestScoreSerializer(serializers.Serializer):
         return band.key if band else None
 
     def get_current_prompt_used(self, session: AlertSession) -> bool:
-        return selectors.is_current_criteria(session.latest_prompt_hash)
+        return session.criteria_current  # selectors.session_list annotates it
 
 
 class SessionListItemSerializer(SessionSummarySerializer):

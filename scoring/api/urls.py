@@ -2,6 +2,14 @@ from django.urls import include, path, reverse
 from rest_framework import routers
 
 from scoring.api.agreement import AgreementView
+from scoring.api.criteria import (
+    CriteriaCandidateView,
+    CriteriaDetailView,
+    CriteriaListView,
+    CriteriaPromoteView,
+    CriteriaRetireView,
+    CriteriaRollbackView,
+)
 from scoring.api.insights import FleetStatsView, MissingToolsView
 from scoring.api.reports import ReportDetailView, ReportListView
 from scoring.api.reviews import ScoreReviewsView
@@ -10,12 +18,18 @@ from scoring.api.sessions import SessionViewSet
 from scoring.api.transcripts import ScoreTranscriptView
 
 # Stand-ins for the ids in the links, and what the root shows in their place.
-ID_PLACEHOLDERS = {"SESSION-ID": "{session_id}", "SCORE-ID": "{score_id}", "REPORT-ID": "{report_id}"}
+ID_PLACEHOLDERS = {
+    "SESSION-ID": "{session_id}",
+    "SCORE-ID": "{score_id}",
+    "REPORT-ID": "{report_id}",
+    "424242": "{version_id}",
+}
 
 
 class APIRoot(routers.APIRootView):
     """The API's endpoints. `{session_id}`, `{score_id}` and `{report_id}` stand for
-    UUIDs; the schema and its docs describe every operation."""
+    UUIDs, `{version_id}` for a criteria version's number; the schema and its docs describe
+    every operation."""
 
     name = "API root"
 
@@ -41,6 +55,9 @@ class APIRoot(routers.APIRootView):
                 "agreement": link("agreement"),
                 "reports": link("insight-reports"),
                 "report": link("insight-report", report_id="REPORT-ID"),
+                "criteria": link("criteria"),
+                "criteria-version": link("criteria-version", version_id=424242),
+                "criteria-rollback": link("criteria-rollback"),
                 "schema": link("schema"),
                 "docs": link("swagger-ui"),
             }
@@ -65,4 +82,12 @@ urlpatterns = [
     path("scoring/agreement/", AgreementView.as_view(), name="agreement"),
     path("scoring/reports/", ReportListView.as_view(), name="insight-reports"),
     path("scoring/reports/<str:report_id>", ReportDetailView.as_view(), name="insight-report"),
+    path("scoring/criteria/", CriteriaListView.as_view(), name="criteria"),
+    path("scoring/criteria/rollback", CriteriaRollbackView.as_view(), name="criteria-rollback"),
+    path("scoring/criteria/<int:version_id>", CriteriaDetailView.as_view(), name="criteria-version"),
+    path(
+        "scoring/criteria/<int:version_id>/candidate", CriteriaCandidateView.as_view(), name="criteria-candidate"
+    ),
+    path("scoring/criteria/<int:version_id>/promote", CriteriaPromoteView.as_view(), name="criteria-promote"),
+    path("scoring/criteria/<int:version_id>/retire", CriteriaRetireView.as_view(), name="criteria-retire"),
 ]

@@ -32,10 +32,10 @@ from django.conf import settings
 from scoring.judge import errors, fitting, injection, llm, replies, sampling
 from scoring.judge.prompts import (
     EVALUATION_FOLLOWUP_PROMPT,
-    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
-    JUDGE_PROMPT_SCORE,
     OUTPUT_SCHEMA_SCORE,
     RESTATE_SCORE_PROMPT,
+    SHIPPED_CRITERIA,
+    Criteria,
     fill_placeholders,
 )
 from scoring.judge.rendering import render_alert_data, render_investigation, render_investigation_parts
@@ -141,10 +141,15 @@ class Transcript:
 
 
 def build_score_prompt(
-    session, *, boundary_token: str | None = None, investigation: str | None = None
+    session,
+    *,
+    criteria: Criteria = SHIPPED_CRITERIA,
+    boundary_token: str | None = None,
+    investigation: str | None = None,
 ) -> str:
-    """The turn-1 prompt: EP-0028's score prompt with the session filled in
+    """The turn-1 prompt: the criteria's score prompt with the session filled in
     (``investigation``: its rendered text, shortened or not; by default the session's).
+    The shipped criteria by default: what the token estimates count.
 
     The session's values are untrusted, so each is fenced between boundary
     markers with a random token drawn for this prompt (``boundary_token`` fixes
@@ -154,7 +159,7 @@ def build_score_prompt(
     if investigation is None:
         investigation = render_investigation(session)
     return fill_placeholders(
-        JUDGE_PROMPT_SCORE,
+        criteria.score_prompt,
         {
             "SESSION_CONVERSATION": injection.wrap_untrusted(investigation, token),
             "ALERT_DATA": injection.wrap_untrusted(render_alert_data(session.alert_data), token),
@@ -163,7 +168,9 @@ def build_score_prompt(
     )
 
 
-def score_prompt_fitter(session) -> Callable[[int], fitting.FittedPrompt]:
+def score_prompt_fitter(
+    session, criteria: Criteria = SHIPPED_CRITERIA
+) -> Callable[[int], fitting.FittedPrompt]:
     """A function that fits ``session``'s turn-1 prompt to a context window (``fitting``), as
     the judge is sent it: the session rendered once, one boundary token for every window tried.
     Raises as ``fitting.fit_prompt`` does."""
@@ -171,9 +178,11 @@ def score_prompt_fitter(session) -> Callable[[int], fitting.FittedPrompt]:
     token = injection.new_boundary_token()
 
     def build(investigation: str) -> str:
-        return build_score_prompt(session, boundary_token=token, investigation=investigation)
+        return build_score_prompt(
+            session, criteria=criteria, boundary_token=token, investigation=investigation
+        )
 
-    return lambda window: fitting.fit_prompt(parts, build, window)
+    return lambda window: fitting.fit_prompt(parts, build, window, criteria)
 
 
 def extract_score(reply: str) -> tuple[int | None, str]:
@@ -226,11 +235,13 @@ class _Usage:
 def run_judge(
     session,
     *,
+    criteria: Criteria = SHIPPED_CRITERIA,
     on_phase: Callable[[str], None],
     deadline: llm.Deadline | None = None,
     transcript: Transcript | None = None,
 ) -> JudgeResult:
-    """Hold the two-turn judge conversation about ``session``, recording it in ``transcript``.
+    """Hold the two-turn judge conversation about ``session`` under ``criteria``, recording it
+    in ``transcript``.
 
     ``on_phase`` is told when each turn starts. Raises ``errors.JudgeLLMError``
     (or its subclass ``ScoreExtractionError``) when the judge cannot be used,
@@ -240,7 +251,7 @@ def run_judge(
     The prompt is fitted to the window (``fitting``); on a context-length error
     the conversation is held once more, fitted to the window the error taught.
     """
-    fit = score_prompt_fitter(session)
+    fit = score_prompt_fitter(session, criteria)
     usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
     transcript = transcript if transcript is not None else Transcript()
     transcript.model = settings.SCORING_LLM_MODEL
@@ -249,7 +260,7 @@ def run_judge(
     fitted = fit(window)
     try:
         try:
-            return _converse(fitted, usage, on_phase, deadline, transcript)
+            return _converse(criteria, fitted, usage, on_phase, deadline, transcript)
         except errors.ContextWindowExceeded as error:
             smaller = fitting.learn_window(str(error), window)
             logger.warning(
@@ -259,7 +270,7 @@ def run_judge(
                 error,
             )
             fitted = fit(smaller)
-            return _converse(fitted, usage, on_phase, deadline, transcript)
+            return _converse(criteria, fitted, usage, on_phase, deadline, transcript)
     except errors.JudgeLLMError as error:  # the failed score keeps what the judge was sent, and what it cost
         error.input_coverage, error.input_warning = fitted.coverage, fitted.warning
         error.spent = usage.spent()
@@ -267,32 +278,32 @@ def run_judge(
 
 
 def _converse(
+    criteria: Criteria,
     fitted: fitting.FittedPrompt,
     usage: _Usage,
     on_phase: Callable[[str], None],
     deadline: llm.Deadline | None,
     transcript: Transcript,
 ) -> JudgeResult:
-    prompt = fitted.prompt
-    prompt_message = _prompt_message(prompt)
+    opening = _opening_messages(criteria, fitted.prompt)
     reply_cap = sampling.judge_reply_cap()
     on_phase(events.PHASE_ANALYZING)
     if settings.SCORING_JUDGE_SAMPLES == 1:
         chosen = _score_sample(
-            prompt_message,
+            opening,
             lambda messages: usage.add(llm.complete(messages, deadline=deadline, max_tokens=reply_cap)),
             transcript.new_conversation(),
         )
         stability = {}
     else:
         chosen, stability = _median_sample(
-            prompt_message, settings.SCORING_JUDGE_SAMPLES, usage, deadline, transcript
+            opening, settings.SCORING_JUDGE_SAMPLES, usage, deadline, transcript
         )
 
     missing_tools_analysis = None
     if chosen.evaluated:
         on_phase(events.PHASE_MISSING_TOOLS)
-        messages = [*chosen.messages, {"role": "user", "content": JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS}]
+        messages = [*chosen.messages, {"role": "user", "content": criteria.followup_prompt}]
         # Patient: sent back to the queue now, the scoring would ask turn 1 again.
         missing_tools_analysis = chosen.recorded.ask(
             lambda messages: usage.add(
@@ -320,18 +331,20 @@ def _converse(
     )
 
 
-def _prompt_message(prompt: str) -> dict:
-    """Turn 1's user message. Where the model caches only up to a marked block, the prompt is
-    one text block marked as a cache breakpoint: every later call of the conversation (restate,
-    turn 2) resends this same message, so the provider reads the prompt from its cache."""
+def _opening_messages(criteria: Criteria, prompt: str) -> list[dict]:
+    """Turn 1's messages: the criteria's system prompt if they have one, then the prompt as the
+    user's message. Where the model caches only up to a marked block, the prompt is one text
+    block marked as a cache breakpoint: every later call of the conversation (restate, turn 2)
+    resends these same messages, so the provider reads them from its cache."""
+    system = [{"role": "system", "content": criteria.system_prompt}] if criteria.system_prompt else []
     if not llm.takes_cache_breakpoints():
-        return {"role": "user", "content": prompt}
+        return [*system, {"role": "user", "content": prompt}]
     block = {"type": "text", "text": prompt, "cache_control": {"type": "ephemeral"}}
-    return {"role": "user", "content": [block]}
+    return [*system, {"role": "user", "content": [block]}]
 
 
 def _score_sample(
-    prompt_message: dict, ask_judge: Callable[[list[dict]], str], recorded: RecordedConversation
+    opening: list[dict], ask_judge: Callable[[list[dict]], str], recorded: RecordedConversation
 ) -> _Sample:
     """Turn 1, recorded in ``recorded``: the score prompt, and the score from the reply's last
     line (the judge is asked once, in the same conversation, to restate a missing one); a reply
@@ -340,7 +353,7 @@ def _score_sample(
     def ask(messages: list[dict]) -> str:
         return recorded.ask(ask_judge, messages)
 
-    messages = [prompt_message]
+    messages = [*opening]
     turn1 = ask(messages)
     messages.append({"role": "assistant", "content": turn1})
     total_score, score_analysis = extract_score(turn1)
@@ -376,7 +389,7 @@ def _ask_for_evaluation(
 
 
 def _median_sample(
-    prompt_message: dict, k: int, usage: _Usage, deadline: llm.Deadline | None, transcript: Transcript
+    opening: list[dict], k: int, usage: _Usage, deadline: llm.Deadline | None, transcript: Transcript
 ) -> tuple[_Sample, dict]:
     """Turn 1 ``k`` times at once; the sample whose score is the median, and the
     ``JudgeResult`` fields that say how far the samples agree. The median is of the samples
@@ -392,7 +405,7 @@ def _median_sample(
 
     def sample(ask: llm.Ask) -> _Sample:
         return _score_sample(
-            prompt_message, lambda messages: usage.add(ask(messages)), transcript.new_conversation()
+            opening, lambda messages: usage.add(ask(messages)), transcript.new_conversation()
         )
 
     outcomes = llm.run_concurrently([sample] * k, deadline=deadline, max_tokens=sampling.judge_reply_cap())

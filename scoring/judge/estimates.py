@@ -1,5 +1,6 @@
 """What scoring each session would send the judge and cost, without a judge call
-(``score_sessions --dry-run``, docs/scoring.md "Many sessions at once").
+(``score_sessions --dry-run``, docs/scoring.md "Many sessions at once"), under the criteria
+that would judge it.
 
 The turn-1 prompt is fitted to the judge model's window as a scoring fits it
 (``conversation.score_prompt_fitter``), so its tokens are those a scoring would send, by
@@ -16,7 +17,7 @@ from django.conf import settings
 
 from scoring.judge import conversation, fitting, llm, sampling, tokens
 from scoring.judge.errors import InputTooLarge
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
+from scoring.judge.prompts import SHIPPED_CRITERIA, Criteria
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,6 @@ class Assumptions:
     window_source: str
     output_tokens: int  # of a whole scoring
     output_from_scores: int  # completed scores the output is the mean of (0: the room kept for replies)
-    follow_up_tokens: int
 
     @classmethod
     def now(cls, mean_output: int | None, scores: int) -> "Assumptions":
@@ -36,8 +36,7 @@ class Assumptions:
         window, source = fitting.context_window_and_source()
         calls = settings.SCORING_JUDGE_SAMPLES + 1
         output = mean_output if mean_output is not None else calls * sampling.REPLY_MAX_TOKENS
-        follow_up = tokens.count(JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS)
-        return cls(window, source, output, scores if mean_output is not None else 0, follow_up)
+        return cls(window, source, output, scores if mean_output is not None else 0)
 
 
 @dataclass(frozen=True)
@@ -54,13 +53,16 @@ class ScoringEstimate:
         return bool(self.cut_results)
 
 
-def estimate(session, assumptions: Assumptions) -> ScoringEstimate:
+def estimate(session, assumptions: Assumptions, criteria: Criteria = SHIPPED_CRITERIA) -> ScoringEstimate:
+    """What scoring ``session`` under ``criteria`` would send and cost."""
     try:
-        fitted = conversation.score_prompt_fitter(session)(assumptions.window)
+        fitted = conversation.score_prompt_fitter(session, criteria)(assumptions.window)
     except InputTooLarge as error:
         return ScoringEstimate(None, None, 0, None, None, str(error))
     turn_ones = settings.SCORING_JUDGE_SAMPLES
     reply = assumptions.output_tokens // (turn_ones + 1)
-    input_tokens = (turn_ones + 1) * fitted.tokens + reply + assumptions.follow_up_tokens
+    # Every call opens with the system prompt, if any, and the prompt; turn 2 adds the follow-up.
+    opening = fitted.tokens + (tokens.count(criteria.system_prompt) if criteria.system_prompt else 0)
+    input_tokens = (turn_ones + 1) * opening + reply + tokens.count(criteria.followup_prompt)
     cost = llm.cost_usd_of(input_tokens, assumptions.output_tokens)
     return ScoringEstimate(fitted.tokens, fitted.coverage, len(fitted.cuts), input_tokens, cost)

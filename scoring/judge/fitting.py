@@ -30,8 +30,9 @@ from scoring.judge.errors import InputTooLarge
 from scoring.judge.parts import Cuttable, ToolResult
 from scoring.judge.prompts import (
     EVALUATION_FOLLOWUP_PROMPT,
-    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
     RESTATE_SCORE_PROMPT,
+    SHIPPED_CRITERIA,
+    Criteria,
 )
 
 # A restated score, and each chat message's own framing tokens (six at most in turn 2).
@@ -39,7 +40,8 @@ RESTATED_REPLY_TOKENS = 16
 # A turn-1 reply without an evaluation (a score line, at most a breakdown), which stays in the
 # conversation when the judge is asked for the evaluation (conversation._ask_for_evaluation).
 UNEVALUATED_REPLY_TOKENS = 256
-MESSAGE_OVERHEAD_TOKENS = 6 * 8
+MESSAGE_FRAMING_TOKENS = 8  # of one message
+MESSAGE_OVERHEAD_TOKENS = 6 * MESSAGE_FRAMING_TOKENS  # (a system prompt adds a seventh message)
 # A cut text keeps at least this many characters: half from its beginning, half from its end.
 KEEP_MIN_CHARS = 2_000
 # A cut edge moves back to a line break when one is this close, so that lines stay whole.
@@ -115,27 +117,30 @@ def forget_learned_windows() -> None:
         _learned_windows.clear()
 
 
-def prompt_room(window: int) -> int:
-    """Tokens the turn-1 prompt may take in ``window``: turn 2 resends it with turn 1's
-    reply and the follow-up (and, where turn 1 was asked for its evaluation, the reply without
-    one and that request), and the window must still hold turn 2's reply."""
+def prompt_room(window: int, criteria: Criteria = SHIPPED_CRITERIA) -> int:
+    """Tokens the turn-1 prompt may take in ``window`` under ``criteria``: turn 2 resends it
+    (after the criteria's system prompt, if any) with turn 1's reply and the follow-up (and,
+    where turn 1 was asked for its evaluation, the reply without one and that request), and
+    the window must still hold turn 2's reply."""
     return window - (
         2 * sampling.REPLY_MAX_TOKENS
-        + _follow_up_tokens(settings.SCORING_LLM_MODEL)
+        + _follow_up_tokens(settings.SCORING_LLM_MODEL, criteria.followup_prompt, criteria.system_prompt)
         + RESTATED_REPLY_TOKENS
         + UNEVALUATED_REPLY_TOKENS
         + MESSAGE_OVERHEAD_TOKENS
+        + (MESSAGE_FRAMING_TOKENS if criteria.system_prompt else 0)
     )
 
 
 @cache
-def _follow_up_tokens(model: str) -> int:
-    """The tokens of the fixed follow-up, restate and evaluation prompts for ``model``
-    (``tokens.count`` counts for the configured model), counted once per process rather than
-    per scoring."""
+def _follow_up_tokens(model: str, followup_prompt: str, system_prompt: str) -> int:
+    """The tokens of the criteria's follow-up and system prompts and of the restate and
+    evaluation requests for ``model`` (``tokens.count`` counts for the configured model),
+    counted once per process and criteria rather than per scoring."""
     return sum(
         tokens.count(prompt)
-        for prompt in (JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT, EVALUATION_FOLLOWUP_PROMPT)
+        for prompt in (followup_prompt, system_prompt, RESTATE_SCORE_PROMPT, EVALUATION_FOLLOWUP_PROMPT)
+        if prompt
     )
 
 
@@ -228,17 +233,19 @@ def is_fitting_warning(warning: str) -> bool:
     return warning.startswith(WARNING_PREFIX)
 
 
-def fit_prompt(parts: list[str], build: Callable[[str], str], window: int) -> FittedPrompt:
+def fit_prompt(
+    parts: list[str], build: Callable[[str], str], window: int, criteria: Criteria = SHIPPED_CRITERIA
+) -> FittedPrompt:
     """The prompt ``build`` makes of the investigation's ``parts`` (joined with newlines),
     with its ``Cuttable`` parts shortened as far as needed for it to fit ``window`` beside
-    the replies.
+    the replies and the rest of ``criteria`` (``prompt_room``).
 
     Raises InputTooLarge when the whole prompt is over SCORING_MAX_INPUT_TOKENS (a bound on
     the work of one scoring, checked first), or when even every long text cut to
     ``KEEP_MIN_CHARS`` does not fit.
     """
     tokens.save_learned()  # what the judge's last answers taught, for every process
-    room = prompt_room(window)
+    room = prompt_room(window, criteria)
     investigation = "\n".join(parts)
     frame = build("")
     llm.check_input_size(len(frame) + len(investigation))

@@ -27,7 +27,7 @@ from scoring.judge.rendering import rendered_values
 
 # --- Boundaries ---------------------------------------------------------------------------
 
-# Versioned in docs/criteria.md: the wrapper is not part of PROMPT_HASH, so a
+# Versioned in docs/criteria.md: the wrapper is part of no criteria hash, so a
 # change to it must be a deliberate, documented one.
 DATA_BOUNDARY_VERSION = 1
 MARKER_OPEN = "<<<SESSION_DATA_{token}>>>"

@@ -1,13 +1,16 @@
-"""The judge prompts (EP-0028's "Attachment: Judge Prompts") and their criteria hash.
+"""The judge's criteria (``Criteria``: its prompts) and their hash; the shipped criteria.
 
-Both prompts are verbatim from EP-0028: each constant is exactly the text
-between its ```text fence lines, with no trailing newline. Changing a single
-character changes PROMPT_HASH, and every score made under the old text then
-reports ``current_prompt_used: false`` (see docs/criteria.md).
+The shipped prompts are verbatim from EP-0028 ("Attachment: Judge Prompts"): each constant is
+exactly the text between its ```text fence lines, with no trailing newline, and PROMPT_HASH is
+their hash. They are the first current version (migration 0028); other criteria are versions
+stored in the database (``scoring.criteria``, docs/criteria.md). The output-format line and the
+two requests for what a reply left out are the code's, in no version: the reply parsers depend
+on them.
 """
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 # fmt: off
 JUDGE_PROMPT_SCORE = """You are a computer security expert specializing in DevOps and Kubernetes security operations.
@@ -269,10 +272,37 @@ Include tools that would have:
 If no critical tools are missing, simply state "No critical missing tools identified.\""""
 # fmt: on
 
-# The criteria version: SHA256 of both prompts concatenated, computed once.
-PROMPT_HASH = hashlib.sha256(
-    (JUDGE_PROMPT_SCORE + JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS).encode("utf-8")
-).hexdigest()
+
+# Separates a system prompt from the rest in the hash; refused inside the prompts
+# (``criteria_problems``), so that no two sets of prompts hash alike through it.
+_SYSTEM_SEPARATOR = "\x00"
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """The judge's full instructions, what a criteria version holds (docs/criteria.md): the
+    system prompt (optional; Go TARSy's judge has one, EP-0028's has none), the turn-1 score
+    prompt with its placeholders, and the turn-2 follow-up."""
+
+    score_prompt: str
+    followup_prompt: str
+    system_prompt: str = ""
+
+    @property
+    def prompt_hash(self) -> str:
+        """EP-0028's criteria hash: SHA256 of the score and follow-up prompts concatenated.
+        A system prompt, when there is one, comes first with a NUL after it; without one the
+        hash is EP-0028's exactly, so every score made before versions existed keeps its meaning."""
+        head = self.system_prompt + _SYSTEM_SEPARATOR if self.system_prompt else ""
+        text = head + self.score_prompt + self.followup_prompt
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# The criteria this service ships (migration 0028 seeds them as the first current version).
+SHIPPED_CRITERIA = Criteria(
+    score_prompt=JUDGE_PROMPT_SCORE, followup_prompt=JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS
+)
+PROMPT_HASH = SHIPPED_CRITERIA.prompt_hash
 
 OUTPUT_SCHEMA_SCORE = (
     "You MUST end your response with a single line containing ONLY the total score as an integer (0-100)"
@@ -297,6 +327,40 @@ EVALUATION_FOLLOWUP_PROMPT = (
 )
 
 _PLACEHOLDER = re.compile(r"\{\{(SESSION_CONVERSATION|ALERT_DATA|OUTPUT_SCHEMA)\}\}")
+
+
+def criteria_problems(criteria: Criteria) -> list[str]:
+    """What makes these prompts unusable as criteria, one sentence each (empty: usable).
+
+    The score prompt must place the session (``{{SESSION_CONVERSATION}}``); the follow-up and
+    the system prompt are sent as they are, so a placeholder in them would reach the judge
+    unfilled.
+    """
+    problems = []
+    if not criteria.score_prompt.strip():
+        problems.append("The score prompt is empty.")
+    elif "{{SESSION_CONVERSATION}}" not in criteria.score_prompt:
+        problems.append(
+            "The score prompt has no {{SESSION_CONVERSATION}} placeholder: the judge would not see the session."
+        )
+    if not criteria.followup_prompt.strip():
+        problems.append("The follow-up prompt is empty.")
+    for name, text in (
+        ("follow-up prompt", criteria.followup_prompt),
+        ("system prompt", criteria.system_prompt),
+    ):
+        if _PLACEHOLDER.search(text):
+            problems.append(
+                f"The {name} has a placeholder ({{{{...}}}}); only the score prompt is filled in."
+            )
+    for name, text in (
+        ("score prompt", criteria.score_prompt),
+        ("follow-up prompt", criteria.followup_prompt),
+        ("system prompt", criteria.system_prompt),
+    ):
+        if _SYSTEM_SEPARATOR in text:
+            problems.append(f"The {name} has a NUL character.")
+    return problems
 
 
 def fill_placeholders(template: str, values: dict[str, str]) -> str:

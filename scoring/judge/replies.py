@@ -4,7 +4,8 @@ EP-0028's score prompt asks for a breakdown ("Logical Flow: X/25", ...) in the
 turn-1 analysis and a numbered list of missing tools in turn 2, but both replies
 are free text: judges write the breakdown as lines, bullets, tables or headings,
 and the tools as numbered items, headings or "Tool name:" lines. The prompts stay
-as they are (``PROMPT_HASH``); these parsers read what the judges write. The rules,
+as they are (``PROMPT_HASH``; other criteria versions may ask for another layout, and then
+nothing is found); these parsers read what the judges write. The rules,
 and what they do with partial or odd replies, are in docs/insights.md.
 """
 

@@ -1,6 +1,6 @@
 """The prompts of the MCP prioritization report (spec decision 5; scoring.insights.reports).
 
-Not scoring criteria: these texts are not part of PROMPT_HASH, and changing them
+Not scoring criteria: these texts are part of no criteria hash, and changing them
 changes no score. The judge's missing-tools analyses they carry are untrusted
 (they were written about session data that anyone could steer), so each prompt
 fences them as session data is fenced (``scoring.judge.injection``).

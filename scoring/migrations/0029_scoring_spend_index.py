@@ -5,7 +5,7 @@ class Migration(migrations.Migration):
     """The spend of a day and a month summed from an index alone (scoring.budget)."""
 
     dependencies = [
-        ("scoring", "0027_judge_token_ratio"),
+        ("scoring", "0028_criteria_versions"),
     ]
 
     operations = [

@@ -20,7 +20,8 @@ from scoring.judge.sampling import judge_label
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.selectors import SCORE_BANDS, band_of, is_current_criteria, scoring_input_tokens
+from scoring.criteria.selectors import is_current_anywhere
+from scoring.selectors import SCORE_BANDS, band_of, scoring_input_tokens
 
 register = template.Library()
 
@@ -154,7 +155,10 @@ def band_meaning(total_score) -> str:
 
 @register.filter
 def criteria_label(prompt_hash) -> str:
-    return "current" if is_current_criteria(prompt_hash) else "obsolete"
+    """"current" when ``prompt_hash`` is the current criteria of some scope, else "obsolete": for
+    figures grouped by hash, which belong to no one session (a score or session row has its own
+    ``criteria_current``, from ``criteria.selectors.with_criteria_current``)."""
+    return "current" if is_current_anywhere(prompt_hash) else "obsolete"
 
 
 @register.filter

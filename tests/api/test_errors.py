@@ -84,6 +84,9 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
         "agreement": "http://testserver/api/v1/scoring/agreement/",
         "reports": "http://testserver/api/v1/scoring/reports/",
         "report": "http://testserver/api/v1/scoring/reports/{report_id}",
+        "criteria": "http://testserver/api/v1/scoring/criteria/",
+        "criteria-version": "http://testserver/api/v1/scoring/criteria/{version_id}",
+        "criteria-rollback": "http://testserver/api/v1/scoring/criteria/rollback",
         "schema": "http://testserver/api/schema/",
         "docs": "http://testserver/api/docs/",
     }

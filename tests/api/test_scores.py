@@ -296,7 +296,7 @@ def test_get_reports_how_much_of_the_investigation_the_judge_saw(operator_client
     assert (data["input_coverage"], data["warnings"]) == (0.31, [warning])
 
 
-def test_reading_a_score_takes_two_queries_once_the_caller_is_known():
+def test_reading_a_score_takes_three_queries_once_the_caller_is_known():
     session = make_session()
     make_score(session)
     client = proxy_client()
@@ -306,8 +306,8 @@ def test_reading_a_score_takes_two_queries_once_the_caller_is_known():
         response = client.get(f"/api/v1/scoring/sessions/{session.session_id}/score")
 
     assert response.status_code == 200
-    # The score, and its missing tools.
-    assert len(queries) == 2, [query["sql"] for query in queries]
+    # The current criteria of every scope (for current_prompt_used), the score, and its missing tools.
+    assert len(queries) == 3, [query["sql"] for query in queries]
 
 
 def test_a_completed_score_has_its_dimensions_and_missing_tools(operator_client):

@@ -8,9 +8,10 @@ import pytest
 
 from scoring import services
 from scoring.judge import fitting, injection, rendering, tokens
-from scoring.judge.conversation import build_score_prompt
+from scoring.judge.conversation import build_score_prompt, score_prompt_fitter
 from scoring.judge.errors import InputTooLarge
 from scoring.judge.parts import AgentText, Cuttable, ToolResult
+from scoring.judge.prompts import SHIPPED_CRITERIA, Criteria
 from scoring.judge.rendering import render_investigation_parts
 from scoring.models import ScoringStatus, SessionScore
 from tests.support.factories import run_next_scoring
@@ -405,3 +406,28 @@ def test_a_session_that_fits_is_sent_unchanged_with_full_coverage(judge_llm):
     sent = judge_llm.requests[0].messages[0]["content"]
     token = re.search(r"<<<SESSION_DATA_([0-9a-f]{32})>>>", sent).group(1)
     assert sent == build_score_prompt(score.session, boundary_token=token)
+
+
+def test_criteria_with_a_system_prompt_or_a_longer_follow_up_leave_the_prompt_less_room():
+    shipped = fitting.prompt_room(32_768)
+    system = "You are a strict reviewer of SRE investigations. " * 40
+    followup = "List every tool the investigation should have used, with why. " * 40
+    own = Criteria("{{SESSION_CONVERSATION}}", followup, system)
+
+    assert shipped - fitting.prompt_room(32_768, own) == (
+        tokens.count(system)
+        + tokens.count(followup)
+        - tokens.count(SHIPPED_CRITERIA.followup_prompt)
+        + fitting.MESSAGE_FRAMING_TOKENS
+    )
+
+
+def test_a_session_is_fitted_beside_its_criterias_own_prompts(judge_llm):
+    session = session_of(with_long_tool_output(sample("08_large_tool_output.json"), 400_000))
+    long_followup = "Which tools were missing? Explain each at length. " * 600
+    own = Criteria(SHIPPED_CRITERIA.score_prompt, long_followup, "Be strict. " * 200)
+
+    fitted = score_prompt_fitter(session, own)(32_768)
+
+    assert tokens.count(fitted.prompt) <= fitting.prompt_room(32_768, own) < fitting.prompt_room(32_768)
+    assert fitted.coverage < score_prompt_fitter(session)(32_768).coverage  # cut further for them

@@ -44,3 +44,21 @@ def test_placeholder_text_inside_session_data_is_never_substituted():
 
 def test_unknown_placeholder_like_text_in_the_template_is_left_alone():
     assert prompts.fill_placeholders("{{OTHER}} {{ALERT_DATA}}", {"ALERT_DATA": "a"}) == "{{OTHER}} a"
+
+
+def test_criteria_without_a_system_prompt_hash_as_ep_0028_defines_it():
+    assert prompts.SHIPPED_CRITERIA.prompt_hash == SPEC_PROMPT_HASH
+    own = prompts.Criteria(score_prompt="S {{SESSION_CONVERSATION}}", followup_prompt="F")
+    assert own.prompt_hash == hashlib.sha256(b"S {{SESSION_CONVERSATION}}F").hexdigest()
+
+
+def test_a_system_prompt_is_part_of_the_hash_and_cannot_pass_for_the_score_prompt():
+    with_system = prompts.Criteria(score_prompt="B", followup_prompt="C", system_prompt="A")
+    moved = prompts.Criteria(score_prompt="AB", followup_prompt="C")
+
+    assert with_system.prompt_hash == hashlib.sha256(b"A\x00BC").hexdigest()
+    assert with_system.prompt_hash != moved.prompt_hash
+
+
+def test_the_shipped_criteria_have_no_problem():
+    assert prompts.criteria_problems(prompts.SHIPPED_CRITERIA) == []

@@ -158,10 +158,9 @@ def proxy_client(username: str = "alice") -> APIClient:
 @pytest.fixture(autouse=True)
 def forget_remembered_rows():
     """Each test's rows are rolled back or flushed, without signals: so is what the
-    process remembers of them (proxy users, the criteria row it wrote)."""
+    process remembers of them (proxy users)."""
     yield
     auth.forget_proxy_users()
-    services._recorded_criteria.clear()
 
 
 @pytest.fixture

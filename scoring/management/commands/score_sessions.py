@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring import batches, budget, identities, selectors, services
+from scoring.criteria import selectors as criteria_selectors
 from scoring.judge import estimates
 from scoring.management.options import since_us
 
@@ -80,9 +81,15 @@ class Command(BaseCommand):
         self.stdout.write(f"{'session':<{SESSION_COLUMN}}  {'prompt tokens':>13}  {'cut':<28}  est. cost")
         sent = scorings = priced = 0
         cost_usd = 0
-        # Each session whole (its deferred fields too), one at a time: it is rendered and fitted.
+        current = criteria_selectors.current_criteria()
+        criteria_by_hash = {}
+        # Each session whole (its deferred fields too), one at a time: it is rendered and fitted
+        # under the criteria that would judge it.
         for session in sessions.defer(None).iterator(chunk_size=20):
-            estimate = estimates.estimate(session, assumptions)
+            prompt_hash = current.hash_for(session.alert_type, session.chain_id)
+            if prompt_hash not in criteria_by_hash:
+                criteria_by_hash[prompt_hash] = criteria_selectors.criteria_of_hash(prompt_hash)
+            estimate = estimates.estimate(session, assumptions, criteria_by_hash[prompt_hash])
             if estimate.failure:
                 self._row(session, "-", f"would fail: {estimate.failure}")
                 continue

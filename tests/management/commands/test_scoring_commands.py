@@ -10,7 +10,8 @@ from django_q.models import OrmQ
 
 from scoring import services
 from scoring.judge import conversation, fitting
-from scoring.models import ScoringStatus, SessionScore
+from scoring.models import AlertSession, ScoringStatus, SessionScore
+from tests.support.criteria import criteria_text, make_current
 from tests.support.factories import T0_US, make_score, make_session
 from tests.support.long_sessions import with_long_tool_output
 from tests.support.samples import SAMPLES_DIR, load
@@ -95,6 +96,23 @@ def dry_run_rows(out: str) -> dict[str, list[str]]:
         session_id, rest = line.split(maxsplit=1)
         rows[session_id] = [cell for cell in re.split(r"\s{2,}", rest.strip()) if cell]
     return rows
+
+
+def test_dry_run_counts_each_session_under_the_criteria_that_would_judge_it(settings, capsys):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    document = load(SAMPLES_DIR / "01_single_stage_react.json")
+    shipped = services.ingest_session({**document, "chain_id": "db-chain"}, written_by="tarsy")[0]
+    own = {**document, "chain_id": "k8s-chain", "session_id": str(uuid.uuid4())}
+    on_chain = services.ingest_session(own, written_by="tarsy")[0]
+    make_current("Chain", scope="chain", scope_value="k8s-chain")  # a score prompt of four lines
+
+    rows = dry_run_rows(run("--dry-run", capsys=capsys))
+
+    stored = AlertSession.objects.get(pk=on_chain.pk)  # as the dry run reads it (PostgreSQL orders JSON keys)
+    fitted = conversation.score_prompt_fitter(stored, criteria_text("Chain"))(128_000)
+    assert abs(int(rows[str(on_chain.session_id)][0].replace(",", "")) - fitted.tokens) < 100
+    shipped_tokens = int(rows[str(shipped.session_id)][0].replace(",", ""))
+    assert shipped_tokens > fitted.tokens + 1_500  # EP-0028's prompt is about 2,700 tokens
 
 
 def test_dry_run_lists_each_session_fitted_to_the_window_with_its_cost_without_queueing(settings, capsys):
