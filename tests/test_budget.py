@@ -187,7 +187,6 @@ def test_automatic_scorings_queued_before_the_budget_ran_out_wait_and_manual_one
     settings.SCORING_BUDGET_USD_PER_MONTH = 2
     make_score(make_session(), cost_usd=Decimal("2.5"), completed_at_us=services.now_us())
     automatic = make_score(make_session(), ScoringStatus.PENDING, score_triggered_by=SYNC)
-    services.record_criteria()
     manual, created = services.score_request(
         session_id=make_session().pk, triggered_by="alice", confirm_over_budget=True
     )
