@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from bench_pipeline import make_sessions
-from common import machine_description, setup_django, sqlite_url, throwaway_postgres, work_folder
+from common import database_url, machine_description, setup_django, work_folder
 
 
 def fill_month(count: int) -> None:
@@ -77,12 +77,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--postgres", action="store_true")
     options = parser.parse_args()
-    with work_folder() as folder:
-        if options.postgres:
-            with throwaway_postgres(folder) as url:
-                run(url, options)
-        else:
-            run(sqlite_url(folder), options)
+    with work_folder() as folder, database_url(folder, options.postgres) as url:
+        run(url, options)
 
 
 def run(db_url: str, options) -> None:

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from bench_insights import ALERT_TYPES, CHAINS, make_fleet
-from common import machine_description, percentile, setup_django, sqlite_url, throwaway_postgres, work_folder
+from common import database_url, machine_description, percentile, setup_django, work_folder
 
 PAGE = 50
 
@@ -139,12 +139,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL instead of SQLite")
     args = parser.parse_args()
-    with work_folder() as folder:
-        if args.postgres:
-            with throwaway_postgres(folder) as url:
-                run(url, args)
-        else:
-            run(sqlite_url(folder), args)
+    with work_folder() as folder, database_url(folder, args.postgres) as url:
+        run(url, args)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,16 @@ def throwaway_postgres(workdir: Path) -> Iterator[str]:
         yield postgres.url
 
 
+@contextlib.contextmanager
+def database_url(workdir: Path, postgres: bool) -> Iterator[str]:
+    """A throwaway PostgreSQL's URL with ``postgres``, else a SQLite file's in ``workdir``."""
+    if postgres:
+        with throwaway_postgres(workdir) as url:
+            yield url
+    else:
+        yield sqlite_url(workdir)
+
+
 def sqlite_url(workdir: Path) -> str:
     return f"sqlite:///{workdir / 'bench.sqlite3'}"
 
