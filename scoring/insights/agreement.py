@@ -20,9 +20,10 @@ from collections import defaultdict
 from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Left
 
-from scoring import selectors
 from scoring.insights.confidence import (
-    bootstrap_intervals,
+    BAND_KEYS,
+    BAND_OF_TOTAL,
+    cached_intervals,
     mean_abs_diff,
     minimum_sessions,
     spearman_rho,
@@ -30,11 +31,10 @@ from scoring.insights.confidence import (
     weighted_kappa,
 )
 from scoring.insights.filters import InsightFilters, scorings, with_evaluation
-from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview, ScoringStatus
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ReviewVerdict, ScoreReview, ScoringStatus
 
 # How many pairs ``largest_differences`` lists.
 LARGEST_DIFFERENCES = 10
-_BAND_KEYS = [band.key for band in selectors.SCORE_BANDS]
 
 
 def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict:
@@ -121,8 +121,11 @@ def _group_figures(group: dict, pairs: list[dict]) -> dict:
     all withheld below ``minimum_sessions()`` reviewed sessions."""
     by_session = defaultdict(list)
     for pair in pairs:
-        by_session[pair["session_id"]].append(pair)
-    sessions = list(by_session.values())
+        by_session[str(pair["session_id"])].append(
+            (pair["total_score"], pair["reviewer_score"], pair["verdict"] == ReviewVerdict.AGREE)
+        )
+    # In one order whatever the database's, so that the same reviews give the same interval.
+    sessions = tuple(tuple(sorted(by_session[session])) for session in sorted(by_session))
     too_few = len(sessions) < minimum_sessions()
     figures = {
         **group,
@@ -133,42 +136,54 @@ def _group_figures(group: dict, pairs: list[dict]) -> dict:
         "reason": too_few_reason(len(sessions)) if too_few else None,
         "too_few": list(FIGURES) if too_few else [],
     }
-    over_sessions = {name: _over_sessions(figure) for name, figure in FIGURES.items()}
-    intervals = {} if too_few else bootstrap_intervals(sessions, over_sessions)
+    intervals = {} if too_few else cached_intervals(sessions, OVER_SESSIONS)
+    reviews = _reviews(sessions)
     for name, figure in FIGURES.items():
         digits = FIGURE_DIGITS.get(name, 3)
-        figures[name] = None if too_few else _rounded(figure(pairs), digits)
+        figures[name] = None if too_few else _rounded(figure(reviews), digits)
         interval = intervals.get(name)
         figures[f"{name}_ci"] = None if interval is None else [round(end, digits) for end in interval]
     return figures
 
 
-def _over_sessions(figure):
-    """A figure of pairs as one of resampled sessions (lists of pairs)."""
-    return lambda sessions: figure([pair for session in sessions for pair in session])
+# A review here: (the judge's total, the reviewer's score, whether the verdict is agree).
+def _reviews(sessions) -> list[tuple[int, int, bool]]:
+    return [review for session in sessions for review in session]
 
 
-def _judge_and_human(pairs: list[dict]) -> tuple[list[int], list[int]]:
-    return [pair["total_score"] for pair in pairs], [pair["reviewer_score"] for pair in pairs]
+def _judge_and_human(reviews: list[tuple]) -> tuple[list[int], list[int]]:
+    return [review[0] for review in reviews], [review[1] for review in reviews]
 
 
-def _kappa(pairs: list[dict]) -> float | None:
-    judge, human = _judge_and_human(pairs)
-    return weighted_kappa([_band(score) for score in judge], [_band(score) for score in human], _BAND_KEYS)
+def _mean_abs_diff(reviews: list[tuple]) -> float | None:
+    return mean_abs_diff(*_judge_and_human(reviews))
 
 
-# Each figure of a group of pairs, in the order the API gives them.
+def _rho(reviews: list[tuple]) -> float | None:
+    return spearman_rho(*_judge_and_human(reviews))
+
+
+def _kappa(reviews: list[tuple]) -> float | None:
+    judge = [BAND_OF_TOTAL[review[0]] for review in reviews]
+    return weighted_kappa(judge, [BAND_OF_TOTAL[review[1]] for review in reviews], BAND_KEYS)
+
+
+def _agree_share(reviews: list[tuple]) -> float:
+    return sum(review[2] for review in reviews) / len(reviews)
+
+
+# Each figure of a group's reviews, in the order the API gives them; and the same of
+# resampled sessions, for the intervals.
 FIGURES = {
-    "mean_abs_diff": lambda pairs: mean_abs_diff(*_judge_and_human(pairs)),
-    "spearman_rho": lambda pairs: spearman_rho(*_judge_and_human(pairs)),
+    "mean_abs_diff": _mean_abs_diff,
+    "spearman_rho": _rho,
     "weighted_kappa": _kappa,
-    "agree_share": lambda pairs: sum(pair["verdict"] == "agree" for pair in pairs) / len(pairs),
+    "agree_share": _agree_share,
 }
+OVER_SESSIONS = tuple(
+    (name, lambda sessions, figure=figure: figure(_reviews(sessions))) for name, figure in FIGURES.items()
+)
 FIGURE_DIGITS = {"mean_abs_diff": 2}
-
-
-def _band(total_score: int) -> str:
-    return selectors.band_of(total_score).key
 
 
 def _rounded(value: float | None, digits: int) -> float | None:

@@ -7,6 +7,7 @@ Reviews are written by people, so there are few: everything is plain Python (``r
 and ``statistics``), no statistics library.
 """
 
+import functools
 import math
 import random
 import statistics
@@ -15,13 +16,21 @@ from collections.abc import Callable, Sequence
 
 from django.conf import settings
 
+from scoring import selectors
+
 # The bootstrap: this many resamples of the sessions, from a generator with this seed, so
 # that the same reviews always give the same interval (a page reload does not move it).
 RESAMPLES = 1000
 SEED = 32
+# How many groups' intervals each process remembers (``cached_intervals``).
+INTERVALS_REMEMBERED = 256
 CONFIDENCE = 0.95
 
 Statistic = Callable[[list], float | None]
+# The score bands in order, and each total's band (totals are 0-100), looked up once: the
+# bootstrap asks for the bands of the same totals a thousand times.
+BAND_KEYS = [band.key for band in selectors.SCORE_BANDS]
+BAND_OF_TOTAL = [selectors.band_of(total).key for total in range(101)]
 
 
 def minimum_sessions() -> int:
@@ -70,6 +79,15 @@ def bootstrap_intervals(
         values.sort()
         intervals[name] = (percentile_of(values, tail), percentile_of(values, 1 - tail))
     return intervals
+
+
+@functools.lru_cache(maxsize=INTERVALS_REMEMBERED)
+def cached_intervals(units: tuple, statistics_of: tuple[tuple[str, Statistic], ...]) -> dict:
+    """``bootstrap_intervals`` remembered: the same units (hashable, in the order the caller
+    puts them, which should not depend on the database's) and statistics (module-level
+    functions) answer at once. Reviews change rarely and the insights page asks again at
+    each load; the answer is the same either way (a fixed seed). Not to be changed."""
+    return bootstrap_intervals(units, dict(statistics_of))
 
 
 def percentile_of(sorted_values: list[float], fraction: float) -> float:
@@ -130,12 +148,13 @@ def average_ranks(values: Sequence[float]) -> list[float]:
     ranks = [0.0] * len(values)
     start = 0
     while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+        value, end = values[order[start]], start + 1
+        while end < len(order) and values[order[end]] == value:
             end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
+        rank = (start + end + 1) / 2  # the mean of ranks start + 1 to end
+        for position in order[start:end]:
+            ranks[position] = rank
+        start = end
     return ranks
 
 
@@ -160,17 +179,15 @@ def weighted_kappa(
     """
     if len(first) < 2:
         return None
-    position = {category: index for index, category in enumerate(categories)}
-    distance = WEIGHTS[weights]
-    count, span = len(first), len(categories)
-
-    def weight(a: str, b: str) -> float:
-        return distance(position[a], position[b], span)
-
-    observed = sum(weight(a, b) for a, b in zip(first, second, strict=True)) / count
+    distance, count, span = WEIGHTS[weights], len(first), len(categories)
+    weight = {
+        (a, b): distance(i, j, span) for i, a in enumerate(categories) for j, b in enumerate(categories)
+    }
+    pair_counts = Counter(zip(first, second, strict=True))
+    observed = sum(weight[pair] * pairs for pair, pairs in pair_counts.items()) / count
     first_counts, second_counts = Counter(first), Counter(second)
     expected = sum(
-        weight(a, b) * first_counts[a] * second_counts[b] for a in first_counts for b in second_counts
+        weight[a, b] * first_counts[a] * second_counts[b] for a in first_counts for b in second_counts
     ) / (count * count)
     if expected == 0:
         return None

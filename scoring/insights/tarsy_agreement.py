@@ -17,11 +17,12 @@ from collections import Counter, defaultdict
 
 from django.db.models import Count, F
 
-from scoring import selectors
 from scoring.insights.agreement import sortable
 from scoring.insights.confidence import (
+    BAND_KEYS,
+    BAND_OF_TOTAL,
     average_ranks,
-    bootstrap_intervals,
+    cached_intervals,
     confusion_table,
     mean_abs_diff,
     minimum_sessions,
@@ -51,7 +52,6 @@ _OURS = {
     "judge_seed": F("latest_completed_judge_seed"),
     "total": F("latest_completed_total_score"),
 }
-_BAND_KEYS = [band.key for band in selectors.SCORE_BANDS]
 _TEXT_KEYS = {"prompt_hash", "judge_model", "tarsy_prompt_hash", "tarsy_judge_model"}
 
 
@@ -149,7 +149,7 @@ def _reviewers_group(key: dict, pairs: list[tuple[int, str]]) -> dict:
     figures.add("spearman_rho", _reviewers_rho)
     figures.add("auc", _auc_of_pairs, n=auc_n)
     figures.add("mapping_agree_share", _mapping_agree_share)
-    table = confusion_table([_band(total) for total, _ in pairs], ratings, _BAND_KEYS, RATINGS)
+    table = confusion_table([BAND_OF_TOTAL[total] for total, _ in pairs], ratings, BAND_KEYS, RATINGS)
     return {
         **key,
         "n": len(pairs),
@@ -172,19 +172,27 @@ def _auc_of_pairs(pairs: list[tuple[int, str]]) -> float | None:
 
 
 def _mapping_agree_share(pairs: list[tuple[int, str]]) -> float:
-    return sum(BAND_RATINGS[_band(total)] == rating for total, rating in pairs) / len(pairs)
+    return sum(BAND_RATINGS[BAND_OF_TOTAL[total]] == rating for total, rating in pairs) / len(pairs)
 
 
 def _judge_group(key: dict, pairs: list[tuple[int, int]]) -> dict:
     figures = _Figures(pairs, of="sessions")
-    figures.add("spearman_rho", lambda sample: spearman_rho(*zip(*sample, strict=True)))
-    figures.add("mean_abs_diff", lambda sample: mean_abs_diff(*zip(*sample, strict=True)), digits=2)
-    figures.add("mean_difference", lambda sample: statistics.fmean(a - b for a, b in sample), digits=2)
+    figures.add("spearman_rho", _judges_rho)
+    figures.add("mean_abs_diff", _judges_mean_abs_diff, digits=2)
+    figures.add("mean_difference", _judges_mean_difference, digits=2)
     return {**key, "n": len(pairs), **figures.done()}
 
 
-def _band(total: int) -> str:
-    return selectors.band_of(total).key
+def _judges_rho(pairs: list[tuple[int, int]]) -> float | None:
+    return spearman_rho([ours for ours, _ in pairs], [theirs for _, theirs in pairs])
+
+
+def _judges_mean_abs_diff(pairs: list[tuple[int, int]]) -> float | None:
+    return mean_abs_diff([ours for ours, _ in pairs], [theirs for _, theirs in pairs])
+
+
+def _judges_mean_difference(pairs: list[tuple[int, int]]) -> float:
+    return statistics.fmean(ours - theirs for ours, theirs in pairs)
 
 
 class _Figures:
@@ -194,7 +202,8 @@ class _Figures:
     it reads fewer (the AUC)."""
 
     def __init__(self, pairs: list[tuple], of: str = "reviews"):
-        self.pairs, self.of = pairs, of
+        # In one order whatever the database's, so that the same sessions give the same interval.
+        self.pairs, self.of = tuple(sorted(pairs)), of
         self.values: dict = {}
         self.computed: dict = {}
         self.digits: dict = {}
@@ -210,7 +219,7 @@ class _Figures:
             self.values[name] = None
             return
         self.computed[name] = compute
-        value = compute(self.pairs)
+        value = compute(list(self.pairs))
         self.values[name] = None if value is None else round(value, digits)
 
     def _short_of(self) -> int:
@@ -219,7 +228,7 @@ class _Figures:
         return len(self.pairs) if len(self.pairs) < minimum_sessions() else self.fewest
 
     def done(self) -> dict:
-        intervals = bootstrap_intervals(self.pairs, self.computed) if self.computed else {}
+        intervals = cached_intervals(self.pairs, tuple(self.computed.items())) if self.computed else {}
         answer = {}
         for name, value in self.values.items():
             interval = intervals.get(name)

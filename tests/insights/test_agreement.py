@@ -3,6 +3,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from scoring import services
+from scoring.insights import agreement as agreement_module
 from scoring.insights.agreement import FIGURES, agreement
 from scoring.insights.filters import InsightFilters
 from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview
@@ -217,3 +218,13 @@ def test_at_the_minimum_every_figure_has_its_interval_around_it(reviewers, setti
         assert low <= group[name] <= high, name
     assert group["agree_share_ci"] == [0.5, 0.5]  # every session has one agree and one disagree
     assert agreement(InsightFilters())["groups"] == [group]  # a fixed seed: the same every time
+
+
+def test_the_intervals_do_not_depend_on_the_order_the_database_answers_in(reviewers, settings):
+    rita, ravi = reviewers
+    for total, score in [(15, 20), (35, 50), (55, 60), (72, 70), (90, 95), (40, 80)]:
+        reviewed(total, (rita, "agree", score), (ravi, "disagree", 100 - score))
+    pairs = agreement_module._pairs(InsightFilters())
+    forwards = agreement_module._group_figures({}, pairs)
+    agreement_module.cached_intervals.cache_clear()
+    assert agreement_module._group_figures({}, pairs[::-1]) == forwards

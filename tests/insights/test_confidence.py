@@ -8,6 +8,7 @@ from scoring.insights.confidence import (
     RESAMPLES,
     average_ranks,
     bootstrap_intervals,
+    cached_intervals,
     confusion_table,
     mean_abs_diff,
     minimum_sessions,
@@ -212,3 +213,13 @@ def test_the_too_few_reason_says_how_many_and_how_many_are_needed():
     assert too_few_reason(3) == f"too few reviews: 3 sessions, a figure needs at least {minimum_sessions()}"
     assert too_few_reason(2, "sessions").startswith("too few sessions: 2 sessions")
     assert too_few_reason(1).startswith("too few reviews: 1 session,")
+
+
+def test_remembered_intervals_are_the_bootstrap_s_and_are_computed_once():
+    cached_intervals.cache_clear()
+    units = (3, 9, 12, 40, 41, 70)
+    statistics_of = (("mean", mean_of),)
+    first = cached_intervals(units, statistics_of)
+    assert first == bootstrap_intervals(units, {"mean": mean_of})
+    assert cached_intervals(units, statistics_of) is first
+    assert cached_intervals.cache_info().hits == 1

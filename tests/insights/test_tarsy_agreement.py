@@ -4,9 +4,10 @@ import uuid
 import pytest
 
 from scoring import services
-from scoring.insights.confidence import minimum_sessions
+from scoring.insights.confidence import cached_intervals, minimum_sessions
 from scoring.insights.filters import InsightFilters
 from scoring.insights.tarsy_agreement import (
+    _reviewers_group,
     auc,
     judge_agreement,
     reviewers_agreement,
@@ -174,6 +175,13 @@ def test_the_mean_difference_is_ours_minus_tarsys():
     # The same on every session, so on every resample: intervals of no width.
     intervals = (group["mean_difference_ci"], group["mean_abs_diff_ci"], group["spearman_rho_ci"])
     assert intervals == ([-12.0, -12.0], [12.0, 12.0], [1.0, 1.0])
+
+
+def test_the_intervals_do_not_depend_on_the_order_of_the_sessions():
+    pairs = [(20, INACC), (40, PART), (45, INACC), (60, ACC), (80, ACC), (90, PART), (55, ACC)]
+    forwards = _reviewers_group({}, pairs)
+    cached_intervals.cache_clear()
+    assert _reviewers_group({}, pairs[::-1]) == forwards
 
 
 def test_judge_groups_are_split_by_tarsys_model_and_prompt_and_withheld_below_the_minimum():
