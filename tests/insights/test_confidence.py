@@ -6,6 +6,7 @@ import pytest
 
 from scoring.insights.confidence import (
     RESAMPLES,
+    SEED,
     average_ranks,
     bootstrap_intervals,
     cached_intervals,
@@ -13,7 +14,6 @@ from scoring.insights.confidence import (
     mean_abs_diff,
     minimum_sessions,
     paired_difference,
-    percentile_of,
     spearman_rho,
     too_few_reason,
     weighted_kappa,
@@ -110,10 +110,15 @@ def test_the_confusion_table_has_every_cell_rows_in_order():
 # --- The bootstrap --------------------------------------------------------------------------
 
 
-def test_percentiles_interpolate_between_the_nearest_ranks():
-    assert percentile_of([1, 2, 3, 4], 0.025) == pytest.approx(1.075)
-    assert percentile_of([1, 2, 3, 4], 0.975) == pytest.approx(3.925)
-    assert percentile_of([5], 0.5) == 5
+def test_the_interval_cuts_the_resamples_2_5_percent_from_each_end():
+    # Each resample's mean, drawn as the function does: its 2.5th and 97.5th percentiles
+    # (linear between ranks, as numpy's default), computed here by hand.
+    units = [2, 3, 5, 8, 13, 21, 34]
+    generator = random.Random(SEED)
+    means = sorted(statistics.fmean(generator.choices(units, k=len(units))) for _ in range(RESAMPLES))
+    low = means[24] + 0.975 * (means[25] - means[24])  # rank 999 × 0.025 = 24.975
+    high = means[974] + 0.025 * (means[975] - means[974])  # 974.025
+    assert bootstrap_intervals(units, {"mean": mean_of})["mean"] == pytest.approx((low, high))
 
 
 def test_the_interval_of_a_proportion_is_close_to_the_normal_approximation():
