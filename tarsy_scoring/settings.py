@@ -388,6 +388,15 @@ if not 0 < SCORING_REPORT_SLOT_SHARE <= 1:
         f"SCORING_REPORT_SLOT_SHARE={SCORING_REPORT_SLOT_SHARE:g} is out of range (above 0, at most 1)"
     )
 
+# Agreement figures (judge against reviewers, our judge against Go TARSy's) resting on fewer
+# sessions than this are withheld as "too few reviews" (scoring.insights.confidence;
+# docs/insights.md, "How sure a figure is").
+SCORING_AGREEMENT_MINIMUM_SESSIONS = env_number("SCORING_AGREEMENT_MINIMUM_SESSIONS", 5, int)
+if SCORING_AGREEMENT_MINIMUM_SESSIONS < 1:
+    raise ImproperlyConfigured(
+        f"SCORING_AGREEMENT_MINIMUM_SESSIONS={SCORING_AGREEMENT_MINIMUM_SESSIONS} is too small (at least 1)"
+    )
+
 Q_CLUSTER = {
     "name": "tarsy-scoring",
     "workers": SCORING_WORKERS,

@@ -169,6 +169,12 @@ def test_the_report_settings_are_read(tmp_path):
     ) == ["", 0, 0.5]
 
 
+def test_agreement_figures_need_five_sessions_unless_set(tmp_path):
+    name = "settings.SCORING_AGREEMENT_MINIMUM_SESSIONS"
+    assert settings_values(tmp_path, name) == 5
+    assert settings_values(tmp_path, name, SCORING_AGREEMENT_MINIMUM_SESSIONS="20") == 20
+
+
 def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
     assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS") is True
     assert settings_values(tmp_path, "settings.TARSY_SYNC_EVENTS", TARSY_SYNC_EVENTS="false") is False
@@ -194,6 +200,10 @@ def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
         ("SCORING_UNSTABLE_SPREAD", "101", "SCORING_UNSTABLE_SPREAD=101 is out of range (from 0 to 100)"),
         ("SCORING_BUDGET_USD_PER_DAY", "-1", "SCORING_BUDGET_USD_PER_DAY=-1 is too small (at least 0)"),
         ("SCORING_BUDGET_USD_PER_MONTH", "nan", "SCORING_BUDGET_USD_PER_MONTH=nan is not an amount"),
+        (
+            "SCORING_AGREEMENT_MINIMUM_SESSIONS", "0",
+            "SCORING_AGREEMENT_MINIMUM_SESSIONS=0 is too small (at least 1)",
+        ),
         ("SCORING_AUTO_SCORE_SHARES", "{half}", "SCORING_AUTO_SCORE_SHARES is not JSON:"),
         ("SCORING_AUTO_SCORE_SHARES", '{"alert_type": {}}', 'SCORING_AUTO_SCORE_SHARES must be a JSON object with only'),
         ("SCORING_AUTO_SCORE_SHARES", '{"chains": {"c": 1.5}}', 'SCORING_AUTO_SCORE_SHARES: "chains" "c" is 1.5, not a share'),

@@ -643,13 +643,16 @@ def test_insights_show_our_judge_against_tarsys_reviewers_and_judge_with_their_n
     assert "another judge, not ours" in page
     counts = '<span class="muted">(2 accurate, 1 partially, 3 inaccurate)</span>'
     assert f'<td data-label="Rated sessions">6 {counts}</td>' in page
-    assert '<td data-label="AUC">1.00 <span class="muted">(n = 5)</span></td>' in page
-    assert '<td data-label="Band agrees">100%</td>' in page
+    # Each figure with its 95% interval: the AUC and the band matches are the same on every resample.
+    ci = '<span class="muted ci" data-ci title="95% confidence interval">'
+    assert f'<td data-label="AUC">1.00 {ci}[1.00, 1.00]</span> <span class="muted">(n = 5)</span></td>' in page
+    assert f'<td data-label="Band agrees">100% {ci}[100–100%]</span></td>' in page
+    assert f'<td data-label="Spearman ρ">0.93 {ci}[0.67, 1.00]</span></td>' in page
     assert "poor ↔ inaccurate, weak ↔ partially_accurate, good ↔ accurate" in page
     assert "Left out, for a rating this service does not know: excellent (1)." in page
     # TARSy's judge scored all seven sessions, each 10 points above ours.
     assert '<td data-label="Sessions">7</td>' in page
-    assert '<td data-label="Ours − TARSy\'s">-10.0</td>' in page
+    assert f'<td data-label="Ours − TARSy\'s">-10.0 {ci}[-10.0, -10.0]</span></td>' in page
 
 
 @pytest.mark.django_db
@@ -657,8 +660,41 @@ def test_insights_say_too_few_below_the_minimum_instead_of_a_number(admin_client
     for total, rating in [(20, "inaccurate"), (80, "accurate")]:
         go_session_scored(total, rating, tarsy_total=50)
     page = section(admin_client.get(INSIGHTS_URL).content.decode(), "tarsy-agreement")
-    assert page.count("too few reviews") == 3 and page.count("too few sessions") == 3
+    assert page.count(">too few reviews</span>") == 3 and page.count(">too few sessions</span>") == 3
+    # The reason, on hovering: how many sessions there are and how many a figure needs.
+    assert page.count('title="too few reviews: 2 sessions, a figure needs at least 5"') == 3
+    assert "data-ci" not in page
     assert '<td data-label="Rated sessions">2 ' in page and '<td data-label="Sessions">2</td>' in page
+
+
+def reviewed_by(reviewer, total: int, reviewer_score: int, verdict: str = "agree") -> None:
+    score = make_score(make_session(), total_score=total)
+    services.record_review(
+        score_id=score.score_id, reviewer=reviewer, verdict=verdict, reviewer_score=reviewer_score
+    )
+
+
+@pytest.mark.django_db
+def test_insights_show_judge_human_agreement_with_its_n_and_intervals(admin_client, admin_user):
+    for total in (20, 40, 60, 80, 95):
+        reviewed_by(admin_user, total, total + 3)
+    page = section(admin_client.get(INSIGHTS_URL).content.decode(), "agreement")
+    ci = '<span class="muted ci" data-ci title="95% confidence interval">'
+    assert '<td data-label="Reviews">5 <span class="muted">(5 sessions)</span></td>' in page
+    # Three points apart on every session: the mean difference is 3 whatever the sessions drawn.
+    assert f'<td data-label="Mean difference">3.0 {ci}[3.0, 3.0]</span></td>' in page
+    assert f'<td data-label="Agree">100% {ci}[100–100%]</span></td>' in page
+    assert "fewer than 5 reviewed sessions says “too few reviews”" in page
+
+
+@pytest.mark.django_db
+def test_insights_say_too_few_reviews_for_the_judge_below_the_minimum(admin_client, admin_user):
+    reviewed_by(admin_user, 30, 75, "disagree")
+    page = section(admin_client.get(INSIGHTS_URL).content.decode(), "agreement")
+    assert '<td data-label="Reviews">1 <span class="muted">(1 session)</span></td>' in page
+    assert page.count(">too few reviews</span>") == 4 and "data-ci" not in page
+    assert 'title="too few reviews: 1 session, a figure needs at least 5"' in page
+    assert "judge 30, reviewer 75 (+45)" in page  # the review itself is still listed
 
 
 @pytest.mark.django_db

@@ -10,8 +10,9 @@ from rest_framework.views import APIView
 from scoring.api.errors import DetailErrorSerializer
 from scoring.api.insights import FILTER_PARAMETERS
 from scoring.insights.agreement import agreement
+from scoring.insights.confidence import RESAMPLES, minimum_sessions
 from scoring.insights.filters import InvalidFilter, parse_filters
-from scoring.insights.tarsy_agreement import MINIMUM_N, tarsy_agreement
+from scoring.insights.tarsy_agreement import tarsy_agreement
 from scoring.models import QualityRating, ReviewVerdict
 from scoring.selectors import SCORE_BANDS
 
@@ -34,8 +35,35 @@ def _judge_sampling_fields(whose: str) -> dict:
     }
 
 
-def _too_few(*figures: str) -> serializers.ListField:
-    return serializers.ListField(child=serializers.ChoiceField(choices=figures), help_text=_TOO_FEW)
+def _too_few(*figures: str) -> dict:
+    """The fields that say a group's figures are withheld, and why."""
+    return {
+        "too_few": serializers.ListField(child=serializers.ChoiceField(choices=figures), help_text=_TOO_FEW),
+        "too_few_reviews": serializers.BooleanField(
+            help_text="Whether a figure of the group is withheld (null) for resting on fewer sessions than "
+            "minimum_n."
+        ),
+        "reason": serializers.CharField(
+            allow_null=True,
+            help_text="Why, when too_few_reviews: how many sessions there are and how many a figure needs; "
+            "else null.",
+        ),
+    }
+
+
+def _ci(figure: str) -> serializers.ListField:
+    """A figure's 95 % confidence interval."""
+    return serializers.ListField(
+        child=serializers.FloatField(),
+        min_length=2,
+        max_length=2,
+        allow_null=True,
+        help_text=(
+            f"The 95 % bootstrap confidence interval of {figure}, [low, high] (percentile method, "
+            f"{RESAMPLES} resamples of the sessions, fixed seed); null when {figure} is null or undefined "
+            "in more than half the resamples."
+        ),
+    )
 
 
 class AgreementGroupSerializer(serializers.Serializer):
@@ -44,16 +72,36 @@ class AgreementGroupSerializer(serializers.Serializer):
     judge_temperature, judge_seed = _judge_sampling_fields("the").values()
     n = serializers.IntegerField(help_text="Pairs: each reviewer's newest review of a reviewed score.")
     reviewed_scores = serializers.IntegerField(help_text="Distinct scores among the pairs.")
-    mean_abs_diff = serializers.FloatField(help_text="Mean of |judge's total − reviewer's score|, in points.")
+    reviewed_sessions = serializers.IntegerField(
+        help_text="Distinct sessions among the pairs: what minimum_n counts and the bootstrap resamples."
+    )
+    mean_abs_diff = serializers.FloatField(
+        allow_null=True,
+        help_text="Mean of |judge's total − reviewer's score|, in points; null below minimum_n (too_few).",
+    )
+    mean_abs_diff_ci = _ci("mean_abs_diff")
     spearman_rho = serializers.FloatField(
         allow_null=True,
-        help_text="Spearman's rank correlation; null below 2 pairs or when a side does not vary.",
+        help_text="Spearman's rank correlation; null below minimum_n (too_few), or when a side does not "
+        "vary.",
     )
+    spearman_rho_ci = _ci("spearman_rho")
     weighted_kappa = serializers.FloatField(
         allow_null=True,
-        help_text="Cohen's κ over the three score bands, linear weights; null below 2 pairs or undefined.",
+        help_text=(
+            "Cohen's κ over the three score bands, linear weights; null below minimum_n (too_few), or "
+            "undefined."
+        ),
     )
-    agree_share = serializers.FloatField(help_text="Share of the pairs whose verdict is agree (0-1).")
+    weighted_kappa_ci = _ci("weighted_kappa")
+    agree_share = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of the pairs whose verdict is agree (0-1); null below minimum_n (too_few).",
+    )
+    agree_share_ci = _ci("agree_share")
+    too_few, too_few_reviews, reason = _too_few(
+        "mean_abs_diff", "spearman_rho", "weighted_kappa", "agree_share"
+    ).values()
 
 
 class LargestDifferenceSerializer(serializers.Serializer):
@@ -103,6 +151,7 @@ class TarsyReviewersAgreementGroupSerializer(serializers.Serializer):
             "< accurate 2); null below minimum_n (too_few) or when a side does not vary."
         ),
     )
+    spearman_rho_ci = _ci("spearman_rho")
     auc_n = serializers.IntegerField(help_text="Sessions rated accurate or inaccurate: what auc reads.")
     auc = serializers.FloatField(
         allow_null=True,
@@ -112,6 +161,7 @@ class TarsyReviewersAgreementGroupSerializer(serializers.Serializer):
             "minimum_n (too_few) or one of the two ratings is missing."
         ),
     )
+    auc_ci = _ci("auc")
     confusion = TarsyConfusionRowSerializer(
         many=True, help_text="Sessions per our band (poor, weak, good), by their rating."
     )
@@ -121,7 +171,8 @@ class TarsyReviewersAgreementGroupSerializer(serializers.Serializer):
             "Share of the sessions whose band stands for their rating (mapping), 0-1; null below minimum_n."
         ),
     )
-    too_few = _too_few("spearman_rho", "auc", "mapping_agree_share")
+    mapping_agree_share_ci = _ci("mapping_agree_share")
+    too_few, too_few_reviews, reason = _too_few("spearman_rho", "auc", "mapping_agree_share").values()
 
 
 class TarsyReviewersAgreementSerializer(serializers.Serializer):
@@ -152,14 +203,17 @@ class TarsyJudgeAgreementGroupSerializer(serializers.Serializer):
             "Spearman's ρ of the two totals; null below minimum_n (too_few) or when a side does not vary."
         ),
     )
+    spearman_rho_ci = _ci("spearman_rho")
     mean_abs_diff = serializers.FloatField(
         allow_null=True, help_text="Mean of |our total − TARSy's|, in points; null below minimum_n."
     )
+    mean_abs_diff_ci = _ci("mean_abs_diff")
     mean_difference = serializers.FloatField(
         allow_null=True,
         help_text="Mean of our total − TARSy's: above 0, our judge is kinder; null below minimum_n.",
     )
-    too_few = _too_few("spearman_rho", "mean_abs_diff", "mean_difference")
+    mean_difference_ci = _ci("mean_difference")
+    too_few, too_few_reviews, reason = _too_few("spearman_rho", "mean_abs_diff", "mean_difference").values()
 
 
 class TarsyJudgeAgreementSerializer(serializers.Serializer):
@@ -168,6 +222,9 @@ class TarsyJudgeAgreementSerializer(serializers.Serializer):
 
 
 class AgreementSerializer(serializers.Serializer):
+    minimum_n = serializers.IntegerField(
+        help_text="Reviewed sessions a group's figures need; below it, they are null (too_few_reviews)."
+    )
     groups = AgreementGroupSerializer(many=True)
     largest_differences = LargestDifferenceSerializer(
         many=True, help_text="The pairs where judge and reviewer differ most, largest first (at most 10)."
@@ -182,6 +239,7 @@ class AgreementSerializer(serializers.Serializer):
 
 _BAD_DATE = "since: not an ISO 8601 date or date-time: 'yesterday'"
 _EXAMPLE = {
+    "minimum_n": minimum_sessions(),
     "groups": [
         {
             "prompt_hash": "9b1f0c2d" + "0" * 56,
@@ -190,10 +248,18 @@ _EXAMPLE = {
             "judge_seed": 0,
             "n": 24,
             "reviewed_scores": 21,
+            "reviewed_sessions": 20,
             "mean_abs_diff": 8.42,
+            "mean_abs_diff_ci": [5.9, 11.35],
             "spearman_rho": 0.781,
+            "spearman_rho_ci": [0.552, 0.903],
             "weighted_kappa": 0.612,
+            "weighted_kappa_ci": [0.341, 0.835],
             "agree_share": 0.75,
+            "agree_share_ci": [0.565, 0.917],
+            "too_few": [],
+            "too_few_reviews": False,
+            "reason": None,
         }
     ],
     "largest_differences": [
@@ -213,7 +279,7 @@ _EXAMPLE = {
         }
     ],
     "tarsy_reviewers": {
-        "minimum_n": MINIMUM_N,
+        "minimum_n": minimum_sessions(),
         "mapping": [
             {"band": "poor", "rating": "inaccurate"},
             {"band": "weak", "rating": "partially_accurate"},
@@ -229,20 +295,25 @@ _EXAMPLE = {
                 "n": 12,
                 "ratings": {"accurate": 6, "partially_accurate": 3, "inaccurate": 3},
                 "spearman_rho": 0.774,
+                "spearman_rho_ci": [0.392, 0.954],
                 "auc_n": 9,
                 "auc": 0.944,
+                "auc_ci": [0.75, 1.0],
                 "confusion": [
                     {"band": "poor", "inaccurate": 2, "partially_accurate": 1, "accurate": 0},
                     {"band": "weak", "inaccurate": 1, "partially_accurate": 1, "accurate": 1},
                     {"band": "good", "inaccurate": 0, "partially_accurate": 1, "accurate": 5},
                 ],
                 "mapping_agree_share": 0.667,
+                "mapping_agree_share_ci": [0.417, 0.917],
                 "too_few": [],
+                "too_few_reviews": False,
+                "reason": None,
             }
         ],
     },
     "tarsy_judge": {
-        "minimum_n": MINIMUM_N,
+        "minimum_n": minimum_sessions(),
         "groups": [
             {
                 "prompt_hash": "9b1f0c2d" + "0" * 56,
@@ -253,9 +324,14 @@ _EXAMPLE = {
                 "tarsy_judge_model": "gemini-2.5-flash",
                 "n": 3,
                 "spearman_rho": None,
+                "spearman_rho_ci": None,
                 "mean_abs_diff": None,
+                "mean_abs_diff_ci": None,
                 "mean_difference": None,
+                "mean_difference_ci": None,
                 "too_few": ["spearman_rho", "mean_abs_diff", "mean_difference"],
+                "too_few_reviews": True,
+                "reason": f"too few sessions: 3 sessions, a figure needs at least {minimum_sessions()}",
             }
         ],
     },
@@ -272,13 +348,15 @@ class AgreementView(APIView):
             "Over every reviewed completed score of the selected sessions (each reviewer's newest review "
             "of a score is one pair), per criteria hash and judge model: pairs, mean absolute "
             "difference, Spearman's ρ, linearly weighted Cohen's κ over the score bands, share of "
-            "agree verdicts; and the pairs that differ most. Then, over the selected sessions' newest "
+            "agree verdicts, each with its 95 % bootstrap confidence interval (`<figure>_ci`); and the "
+            "pairs that differ most. Then, over the selected sessions' newest "
             "completed scores: `tarsy_reviewers`, our judge against Go TARSy's reviewers' rating of the "
             "same session (Spearman's ρ, AUC of accurate against inaccurate, a confusion table of our "
             "bands by rating and the share agreeing under the documented mapping), and `tarsy_judge`, "
             "our judge against Go TARSy's own judge (ρ, mean absolute difference, mean difference): "
-            "another judge, never counted as ours. Their figures are null below `minimum_n` sessions, "
-            "named in `too_few`. docs/insights.md explains the figures."
+            "another judge, never counted as ours, each figure with its interval too. Below `minimum_n` "
+            "(reviewed) sessions a group's figures are null, named in `too_few`, with `too_few_reviews` "
+            "true and the `reason`. docs/insights.md explains the figures."
         ),
         parameters=FILTER_PARAMETERS,
         responses={

@@ -15,19 +15,26 @@ Reviews are written by people, so there are few: the pairs are read once and the
 figures computed here in plain Python.
 """
 
-import statistics
 from collections import defaultdict
 
 from django.db.models import Exists, F, OuterRef
 from django.db.models.functions import Left
 
-from scoring import selectors
+from scoring.insights.confidence import (
+    BAND_KEYS,
+    BAND_OF_TOTAL,
+    cached_intervals,
+    mean_abs_diff,
+    minimum_sessions,
+    spearman_rho,
+    too_few_reason,
+    weighted_kappa,
+)
 from scoring.insights.filters import InsightFilters, scorings, with_evaluation
-from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview, ScoringStatus
+from scoring.models import REVIEW_NOTE_MAX_CHARS, ReviewVerdict, ScoreReview, ScoringStatus
 
 # How many pairs ``largest_differences`` lists.
 LARGEST_DIFFERENCES = 10
-_BAND_KEYS = [band.key for band in selectors.SCORE_BANDS]
 
 
 def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict:
@@ -36,8 +43,10 @@ def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict
 
     ``groups``: one dict per (``prompt_hash``, ``judge_model``, ``judge_temperature``,
     ``judge_seed``), most pairs first, with
-    ``n`` (pairs), ``reviewed_scores``, ``mean_abs_diff``, ``spearman_rho``,
-    ``weighted_kappa``, ``agree_share`` (None where a figure is undefined).
+    ``n`` (pairs), ``reviewed_scores``, ``reviewed_sessions``, ``mean_abs_diff``,
+    ``spearman_rho``, ``weighted_kappa``, ``agree_share`` (None where a figure is undefined
+    or withheld), each with ``<figure>_ci`` ([low, high] or None), and ``too_few_reviews``,
+    ``reason`` and ``too_few`` (the withheld figures) below ``minimum_sessions()``.
     ``largest_differences``: ``score_id``, ``session_id``, ``prompt_hash``, ``judge_model``,
     ``judge_temperature``, ``judge_seed``, ``total_score``, ``reviewer_score``, ``difference`` (reviewer − judge), ``verdict``,
     ``reviewer``, ``note``.
@@ -51,7 +60,7 @@ def agreement(filters: InsightFilters, limit: int = LARGEST_DIFFERENCES) -> dict
     largest = sorted(
         pairs, key=lambda pair: (-abs(pair["difference"]), str(pair["score_id"]), pair["reviewer"])
     )[:limit]
-    return {"groups": groups, "largest_differences": _with_notes(largest)}
+    return {"minimum_n": minimum_sessions(), "groups": groups, "largest_differences": _with_notes(largest)}
 
 
 def _with_notes(pairs: list[dict]) -> list[dict]:
@@ -107,80 +116,75 @@ def _pairs(filters: InsightFilters) -> list[dict]:
 
 
 def _group_figures(group: dict, pairs: list[dict]) -> dict:
-    judge = [pair["total_score"] for pair in pairs]
-    human = [pair["reviewer_score"] for pair in pairs]
-    return {
+    """The group's figures over its pairs, each with its 95 % bootstrap interval
+    (``<figure>_ci``) over its reviewed sessions (a session's pairs resampled together);
+    all withheld below ``minimum_sessions()`` reviewed sessions."""
+    by_session = defaultdict(list)
+    for pair in pairs:
+        by_session[str(pair["session_id"])].append(
+            (pair["total_score"], pair["reviewer_score"], pair["verdict"] == ReviewVerdict.AGREE)
+        )
+    # In one order whatever the database's, so that the same reviews give the same interval.
+    sessions = tuple(tuple(sorted(by_session[session])) for session in sorted(by_session))
+    too_few = len(sessions) < minimum_sessions()
+    figures = {
         **group,
         "n": len(pairs),
         "reviewed_scores": len({pair["score_id"] for pair in pairs}),
-        "mean_abs_diff": round(statistics.fmean(abs(pair["difference"]) for pair in pairs), 2),
-        "spearman_rho": _rounded(spearman_rho(judge, human)),
-        "weighted_kappa": _rounded(
-            weighted_kappa([_band(score) for score in judge], [_band(score) for score in human], _BAND_KEYS)
-        ),
-        "agree_share": round(sum(pair["verdict"] == "agree" for pair in pairs) / len(pairs), 3),
+        "reviewed_sessions": len(sessions),
+        "too_few_reviews": too_few,
+        "reason": too_few_reason(len(sessions)) if too_few else None,
+        "too_few": list(FIGURES) if too_few else [],
     }
+    intervals = {} if too_few else cached_intervals(sessions, OVER_SESSIONS)
+    reviews = _reviews(sessions)
+    for name, figure in FIGURES.items():
+        digits = FIGURE_DIGITS.get(name, 3)
+        figures[name] = None if too_few else _rounded(figure(reviews), digits)
+        interval = intervals.get(name)
+        figures[f"{name}_ci"] = None if interval is None else [round(end, digits) for end in interval]
+    return figures
 
 
-def spearman_rho(xs: list[float], ys: list[float]) -> float | None:
-    """Spearman's rank correlation: Pearson's correlation of the ranks, tied values
-    sharing their average rank. None with fewer than two pairs or when either side
-    does not vary (every value the same), where it is undefined."""
-    if len(xs) < 2:
-        return None
-    try:
-        return statistics.correlation(average_ranks(xs), average_ranks(ys))
-    except statistics.StatisticsError:  # a side that does not vary
-        return None
+# A review here: (the judge's total, the reviewer's score, whether the verdict is agree).
+def _reviews(sessions) -> list[tuple[int, int, bool]]:
+    return [review for session in sessions for review in session]
 
 
-def average_ranks(values: list[float]) -> list[float]:
-    """Each value's rank (1 for the smallest); tied values share the mean of their ranks."""
-    order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
-    start = 0
-    while start < len(order):
-        end = start
-        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
-            end += 1
-        for position in range(start, end + 1):
-            ranks[order[position]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
+def _judge_and_human(reviews: list[tuple]) -> tuple[list[int], list[int]]:
+    return [review[0] for review in reviews], [review[1] for review in reviews]
 
 
-def weighted_kappa(first: list[str], second: list[str], categories: list[str]) -> float | None:
-    """Cohen's κ with linear weights between two raters' ordered categories.
-
-    A disagreement weighs the number of categories between the two, over the most there
-    can be (``|i − j| / (k − 1)``: with three bands, a neighbour 0.5, opposite ends 1).
-    κ = 1 − observed / expected weighted disagreement, the expected one from each rater's
-    own shares. None with fewer than two pairs, or when the expected disagreement is 0
-    (both raters put everything in the same one category), where κ is undefined.
-    """
-    if len(first) < 2:
-        return None
-    position = {category: index for index, category in enumerate(categories)}
-    span = len(categories) - 1
-
-    def weight(a: str, b: str) -> float:
-        return abs(position[a] - position[b]) / span
-
-    count = len(first)
-    observed = sum(weight(a, b) for a, b in zip(first, second, strict=True)) / count
-    first_shares = {category: first.count(category) / count for category in categories}
-    second_shares = {category: second.count(category) / count for category in categories}
-    expected = sum(
-        weight(a, b) * first_shares[a] * second_shares[b] for a in categories for b in categories
-    )
-    if expected == 0:
-        return None
-    return 1 - observed / expected
+def _mean_abs_diff(reviews: list[tuple]) -> float | None:
+    return mean_abs_diff(*_judge_and_human(reviews))
 
 
-def _band(total_score: int) -> str:
-    return selectors.band_of(total_score).key
+def _rho(reviews: list[tuple]) -> float | None:
+    return spearman_rho(*_judge_and_human(reviews))
 
 
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+def _kappa(reviews: list[tuple]) -> float | None:
+    judge = [BAND_OF_TOTAL[review[0]] for review in reviews]
+    return weighted_kappa(judge, [BAND_OF_TOTAL[review[1]] for review in reviews], BAND_KEYS)
+
+
+def _agree_share(reviews: list[tuple]) -> float:
+    return sum(review[2] for review in reviews) / len(reviews)
+
+
+# Each figure of a group's reviews, in the order the API gives them; and the same of
+# resampled sessions, for the intervals.
+FIGURES = {
+    "mean_abs_diff": _mean_abs_diff,
+    "spearman_rho": _rho,
+    "weighted_kappa": _kappa,
+    "agree_share": _agree_share,
+}
+OVER_SESSIONS = tuple(
+    (name, lambda sessions, figure=figure: figure(_reviews(sessions))) for name, figure in FIGURES.items()
+)
+FIGURE_DIGITS = {"mean_abs_diff": 2}
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)

@@ -19,6 +19,7 @@ from django.db.models import BigIntegerField, Count, ExpressionWrapper, F, Q, Su
 
 from scoring import selectors
 from scoring.insights.agreement import sortable
+from scoring.insights.confidence import BAND_OF_TOTAL
 from scoring.insights.filters import InsightFilters, scored_sessions, scorings, sessions_with_scorings
 from scoring.judge.replies import DIMENSIONS
 from scoring.judge.sampling import judge_label
@@ -26,8 +27,6 @@ from scoring.models import ScoringStatus, SessionScore
 
 COST_QUANTUM = Decimal(1).scaleb(-SessionScore._meta.get_field("cost_usd").decimal_places)
 DAY_US = 86_400_000_000
-# Each total's band (totals are 0-100, which the database holds them to), looked up once.
-BAND_OF_TOTAL = [selectors.band_of(total).key for total in range(101)]
 EPOCH = dt.date(1970, 1, 1)
 
 

@@ -12,18 +12,26 @@ in each group: at most a few thousand rows whatever the fleet's size; the figure
 computed from those counts here.
 """
 
+import statistics
 from collections import Counter, defaultdict
 
 from django.db.models import Count, F
 
-from scoring import selectors
-from scoring.insights.agreement import average_ranks, sortable, spearman_rho
+from scoring.insights.agreement import sortable
+from scoring.insights.confidence import (
+    BAND_KEYS,
+    BAND_OF_TOTAL,
+    average_ranks,
+    cached_intervals,
+    confusion_table,
+    mean_abs_diff,
+    minimum_sessions,
+    spearman_rho,
+    too_few_reason,
+)
 from scoring.insights.filters import InsightFilters, scored_sessions
 from scoring.models import QualityRating
 
-# Below this many sessions a group's figures are withheld (null, named in ``too_few``): a ρ or
-# an AUC over four sessions swings with each one.
-MINIMUM_N = 5
 # TARSy's reviewers' ratings in order, for Spearman's ρ against our totals.
 RATING_RANKS = {QualityRating.INACCURATE: 0, QualityRating.PARTIALLY_ACCURATE: 1, QualityRating.ACCURATE: 2}
 RATINGS = [rating.value for rating in sorted(RATING_RANKS, key=RATING_RANKS.__getitem__)]
@@ -86,7 +94,7 @@ def reviewers_agreement(filters: InsightFilters) -> dict:
         _reviewers_group(dict(zip(OUR_JUDGE_KEYS, key, strict=True)), pairs) for key, pairs in by_group.items()
     ]
     return {
-        "minimum_n": MINIMUM_N,
+        "minimum_n": minimum_sessions(),
         "mapping": [{"band": band, "rating": rating.value} for band, rating in BAND_RATINGS.items()],
         "unknown_ratings": dict(sorted(unknown.items())),
         "groups": _ordered(groups, OUR_JUDGE_KEYS),
@@ -120,7 +128,7 @@ def judge_agreement(filters: InsightFilters) -> dict:
     groups = [
         _judge_group(dict(zip(JUDGE_GROUP_KEYS, key, strict=True)), pairs) for key, pairs in by_group.items()
     ]
-    return {"minimum_n": MINIMUM_N, "groups": _ordered(groups, JUDGE_GROUP_KEYS)}
+    return {"minimum_n": minimum_sessions(), "groups": _ordered(groups, JUDGE_GROUP_KEYS)}
 
 
 def auc(positives: list[float], negatives: list[float]) -> float | None:
@@ -135,67 +143,104 @@ def auc(positives: list[float], negatives: list[float]) -> float | None:
 
 
 def _reviewers_group(key: dict, pairs: list[tuple[int, str]]) -> dict:
-    totals = [total for total, _ in pairs]
     ratings = [rating for _, rating in pairs]
-    bands = [selectors.band_of(total).key for total in totals]
-    accurate = [total for total, rating in pairs if rating == QualityRating.ACCURATE]
-    inaccurate = [total for total, rating in pairs if rating == QualityRating.INACCURATE]
-    cells = Counter(zip(bands, ratings, strict=True))
-    figures = _Figures(len(pairs))
+    auc_n = sum(rating != QualityRating.PARTIALLY_ACCURATE for rating in ratings)
+    figures = _Figures(pairs)
+    figures.add("spearman_rho", _reviewers_rho)
+    figures.add("auc", _auc_of_pairs, n=auc_n)
+    figures.add("mapping_agree_share", _mapping_agree_share)
+    table = confusion_table([BAND_OF_TOTAL[total] for total, _ in pairs], ratings, BAND_KEYS, RATINGS)
     return {
         **key,
         "n": len(pairs),
         "ratings": {rating: ratings.count(rating) for rating in RATINGS},
-        "spearman_rho": figures.rounded(
-            "spearman_rho", lambda: spearman_rho(totals, [RATING_RANKS[rating] for rating in ratings])
-        ),
-        "auc_n": len(accurate) + len(inaccurate),
-        "auc": figures.rounded("auc", lambda: auc(accurate, inaccurate), n=len(accurate) + len(inaccurate)),
-        "confusion": [
-            {"band": band.key, **{rating: cells[band.key, rating] for rating in RATINGS}}
-            for band in selectors.SCORE_BANDS
-        ],
-        "mapping_agree_share": figures.rounded(
-            "mapping_agree_share",
-            lambda: sum(cells[band, rating] for band, rating in BAND_RATINGS.items()) / len(pairs),
-        ),
-        "too_few": figures.too_few,
+        "auc_n": auc_n,
+        "confusion": [{"band": row["row"], **row["counts"]} for row in table],
+        **figures.done(),
     }
+
+
+def _reviewers_rho(pairs: list[tuple[int, str]]) -> float | None:
+    return spearman_rho([total for total, _ in pairs], [RATING_RANKS[rating] for _, rating in pairs])
+
+
+def _auc_of_pairs(pairs: list[tuple[int, str]]) -> float | None:
+    return auc(
+        [total for total, rating in pairs if rating == QualityRating.ACCURATE],
+        [total for total, rating in pairs if rating == QualityRating.INACCURATE],
+    )
+
+
+def _mapping_agree_share(pairs: list[tuple[int, str]]) -> float:
+    return sum(BAND_RATINGS[BAND_OF_TOTAL[total]] == rating for total, rating in pairs) / len(pairs)
 
 
 def _judge_group(key: dict, pairs: list[tuple[int, int]]) -> dict:
-    ours = [total for total, _ in pairs]
-    theirs = [total for _, total in pairs]
-    differences = [our - their for our, their in pairs]
-    figures = _Figures(len(pairs))
-    return {
-        **key,
-        "n": len(pairs),
-        "spearman_rho": figures.rounded("spearman_rho", lambda: spearman_rho(ours, theirs)),
-        "mean_abs_diff": figures.rounded(
-            "mean_abs_diff", lambda: sum(map(abs, differences)) / len(pairs), digits=2
-        ),
-        "mean_difference": figures.rounded(
-            "mean_difference", lambda: sum(differences) / len(pairs), digits=2
-        ),
-        "too_few": figures.too_few,
-    }
+    figures = _Figures(pairs, of="sessions")
+    figures.add("spearman_rho", _judges_rho)
+    figures.add("mean_abs_diff", _judges_mean_abs_diff, digits=2)
+    figures.add("mean_difference", _judges_mean_difference, digits=2)
+    return {**key, "n": len(pairs), **figures.done()}
+
+
+def _judges_rho(pairs: list[tuple[int, int]]) -> float | None:
+    return spearman_rho([ours for ours, _ in pairs], [theirs for _, theirs in pairs])
+
+
+def _judges_mean_abs_diff(pairs: list[tuple[int, int]]) -> float | None:
+    return mean_abs_diff([ours for ours, _ in pairs], [theirs for _, theirs in pairs])
+
+
+def _judges_mean_difference(pairs: list[tuple[int, int]]) -> float:
+    return statistics.fmean(ours - theirs for ours, theirs in pairs)
 
 
 class _Figures:
-    """A group's figures, each withheld (None, its name in ``too_few``) below ``MINIMUM_N``
-    sessions: the group's, or the figure's own when it reads fewer."""
+    """A group's figures over its sessions' pairs, each with its 95 % bootstrap interval
+    (``<name>_ci``, the sessions resampled) and each withheld (None, its name in
+    ``too_few``) below ``minimum_sessions()`` sessions: the group's, or the figure's own when
+    it reads fewer (the AUC)."""
 
-    def __init__(self, n: int):
-        self.n = n
+    def __init__(self, pairs: list[tuple], of: str = "reviews"):
+        # In one order whatever the database's, so that the same sessions give the same interval.
+        self.pairs, self.of = tuple(sorted(pairs)), of
+        self.values: dict = {}
+        self.computed: dict = {}
+        self.digits: dict = {}
         self.too_few: list[str] = []
+        self.fewest = len(pairs)
 
-    def rounded(self, name: str, compute, *, n: int | None = None, digits: int = 3) -> float | None:
-        if (self.n if n is None else n) < MINIMUM_N:
+    def add(self, name: str, compute, *, n: int | None = None, digits: int = 3) -> None:
+        n = len(self.pairs) if n is None else n
+        self.digits[name] = digits
+        if n < minimum_sessions():
             self.too_few.append(name)
-            return None
-        value = compute()
-        return None if value is None else round(value, digits)
+            self.fewest = min(self.fewest, n)
+            self.values[name] = None
+            return
+        self.computed[name] = compute
+        value = compute(list(self.pairs))
+        self.values[name] = None if value is None else round(value, digits)
+
+    def _short_of(self) -> int:
+        """The sessions the reason names: the group's when it is below the minimum, else
+        those of the figure that reads fewest (the AUC's)."""
+        return len(self.pairs) if len(self.pairs) < minimum_sessions() else self.fewest
+
+    def done(self) -> dict:
+        intervals = cached_intervals(self.pairs, tuple(self.computed.items())) if self.computed else {}
+        answer = {}
+        for name, value in self.values.items():
+            interval = intervals.get(name)
+            answer[name] = value
+            digits = self.digits[name]
+            answer[f"{name}_ci"] = None if interval is None else [round(end, digits) for end in interval]
+        return {
+            **answer,
+            "too_few": self.too_few,
+            "too_few_reviews": bool(self.too_few),
+            "reason": too_few_reason(self._short_of(), self.of) if self.too_few else None,
+        }
 
 
 def _ordered(groups: list[dict], keys: tuple[str, ...]) -> list[dict]:

@@ -181,7 +181,7 @@ def test_our_judge_against_go_tarsy_reads_at_both_widths(live_site, signed_in, s
         expect(reviewers.first).to_contain_text("openai/gpt-5")
         expect(reviewers.first).to_contain_text("8 (3 accurate, 2 partially, 3 inaccurate)")
         # Every accurate session above every inaccurate one.
-        expect(reviewers.first).to_contain_text("1.00 (n = 6)")
+        expect(reviewers.first).to_contain_text("1.00 [1.00, 1.00] (n = 6)")
         expect(reviewers.nth(1).locator("[data-too-few]")).to_have_count(3)
         expect(reviewers.nth(1).locator("[data-too-few]").first).to_have_text("too few reviews")
         judge = tarsy.locator("[data-tarsy-judge] tbody tr")
@@ -195,4 +195,42 @@ def test_our_judge_against_go_tarsy_reads_at_both_widths(live_site, signed_in, s
         assert fits(page)
         if viewport is WIDE:
             tarsy.screenshot(path=screenshots / "insights-tarsy-1280.png")
+        assert problems(page) == []
+
+
+def test_judge_and_human_agreement_says_its_intervals_and_too_few_reviews_at_both_widths(
+    live_site, signed_in, screenshots
+):
+    """Each judge-human figure with its n and 95% interval; a judge with two reviewed sessions
+    says "too few reviews", its reason on hover; nothing overflows on a phone."""
+    operator = User.objects.get(username="operator")
+    for total, reviewer_score in [(22, 30), (41, 35), (58, 70), (66, 60), (85, 80), (92, 95)]:
+        score = make_score(make_session(), total_score=total, judge_model="openai/gpt-5")
+        ScoreReview.objects.create(score=score, reviewer=operator, verdict="agree", reviewer_score=reviewer_score)
+    for total, reviewer_score in [(30, 75), (80, 20)]:
+        score = make_score(make_session(), total_score=total, judge_model="anthropic/claude-sonnet-4")
+        ScoreReview.objects.create(score=score, reviewer=operator, verdict="disagree", reviewer_score=reviewer_score)
+
+    for viewport in (WIDE, PHONE):
+        page = watched(signed_in(viewport))
+        page.goto(live_site.url("/insights/"))
+        groups = page.locator("#agreement-title + table tbody tr")
+        expect(groups).to_have_count(2)
+        expect(groups.first).to_contain_text("openai/gpt-5")
+        expect(groups.first).to_contain_text("6 (6 sessions)")
+        # Every figure of the first judge with its interval, none of the second's.
+        expect(groups.first.locator("[data-ci]")).to_have_count(4)
+        expect(groups.first.locator("[data-ci]").first).to_have_attribute("title", "95% confidence interval")
+        too_few = groups.nth(1).locator("[data-too-few]")
+        expect(too_few).to_have_count(4)
+        expect(too_few.first).to_have_text("too few reviews")
+        expect(too_few.first).to_have_attribute(
+            "title", "too few reviews: 2 sessions, a figure needs at least 5"
+        )
+        expect(page.locator("[data-agreement-note]")).to_contain_text("fewer than 5 reviewed sessions")
+        assert fits(page)
+        if viewport is WIDE:
+            page.locator("#agreement").screenshot(path=screenshots / "insights-agreement-1280.png")
+        else:
+            page.locator("#agreement").screenshot(path=screenshots / "insights-agreement-390.png")
         assert problems(page) == []

@@ -1,10 +1,10 @@
-import math
 
 import pytest
 from django.contrib.auth.models import User
 
 from scoring import services
-from scoring.insights.agreement import agreement, average_ranks, spearman_rho, weighted_kappa
+from scoring.insights import agreement as agreement_module
+from scoring.insights.agreement import FIGURES, agreement
 from scoring.insights.filters import InsightFilters
 from scoring.models import REVIEW_NOTE_MAX_CHARS, ScoreReview
 from tests.support.factories import make_go_session, make_score, make_session
@@ -12,62 +12,13 @@ from tests.support.factories import make_go_session, make_score, make_session
 BANDS = ["poor", "weak", "good"]
 
 
-# --- The formulas, on values computed by hand -------------------------------------------------
-
-
-def test_tied_values_share_their_average_rank():
-    assert average_ranks([30, 10, 20, 20]) == [4.0, 1.0, 2.5, 2.5]
-    assert average_ranks([7, 7, 7]) == [2.0, 2.0, 2.0]
-
-
-def test_spearman_with_ties_is_pearson_of_average_ranks():
-    # Ranks of ys: [1, 2, 3.5, 5, 3.5]; deviations products sum to 8, squares to 10 and 9.5.
-    assert spearman_rho([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / math.sqrt(95))
-
-
-def test_spearman_of_monotonic_pairs_is_one_or_minus_one():
-    assert spearman_rho([10, 40, 90], [1, 2, 3]) == pytest.approx(1.0)
-    assert spearman_rho([10, 40, 90], [3, 2, 1]) == pytest.approx(-1.0)
-
-
-@pytest.mark.parametrize(
-    ("xs", "ys"),
-    [([], []), ([70], [20]), ([70, 70, 70], [10, 50, 90]), ([10, 50, 90], [60, 60, 60])],
-)
-def test_spearman_is_undefined_below_two_pairs_or_without_variance(xs, ys):
-    assert spearman_rho(xs, ys) is None
-
-
-def test_kappa_of_the_textbook_two_category_example_is_0_4():
-    # Cohen's classic table: 20 both yes, 5 and 10 split, 15 both no (50 items): κ = 0.4.
-    # Two bands at the ends of the scale weigh a disagreement 1, as unweighted κ does.
-    first = ["good"] * 20 + ["good"] * 5 + ["poor"] * 10 + ["poor"] * 15
-    second = ["good"] * 20 + ["poor"] * 5 + ["good"] * 10 + ["poor"] * 15
-    assert weighted_kappa(first, second, BANDS) == pytest.approx(0.4)
-
-
-def test_kappa_weighs_neighbouring_bands_linearly():
-    # Observed disagreement 1/6 (two neighbours at 0.5), expected 4/9: κ = 1 − 9/24 = 0.625
-    # (quadratic weights would give 0.75).
-    judge = ["poor", "poor", "weak", "weak", "good", "good"]
-    human = ["poor", "weak", "weak", "good", "good", "good"]
-    assert weighted_kappa(judge, human, BANDS) == pytest.approx(0.625)
-
-
-def test_kappa_of_full_agreement_is_one_and_of_opposite_ends_below_zero():
-    assert weighted_kappa(["poor", "good", "weak"], ["poor", "good", "weak"], BANDS) == pytest.approx(1.0)
-    assert weighted_kappa(["poor", "good"], ["good", "poor"], BANDS) == pytest.approx(-1.0)
-
-
-@pytest.mark.parametrize(
-    ("first", "second"),
-    [([], []), (["poor"], ["good"]), (["weak", "weak"], ["weak", "weak"])],
-)
-def test_kappa_is_undefined_below_two_pairs_or_when_both_raters_use_one_band(first, second):
-    assert weighted_kappa(first, second, BANDS) is None
-
-
 # --- agreement(filters), on stored reviews ---------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def any_number_of_reviews(settings):
+    """The figures of a few reviews, on values computed by hand; the tests of the minimum set it."""
+    settings.SCORING_AGREEMENT_MINIMUM_SESSIONS = 1
 
 
 @pytest.fixture
@@ -87,13 +38,13 @@ def reviewed(total, *reviews, session=None, judge_model="gpt-4o", **score_fields
 
 def test_no_reviews_give_no_groups(db):
     make_score(make_session())
-    assert agreement(InsightFilters()) == {"groups": [], "largest_differences": []}
+    assert agreement(InsightFilters()) == {"minimum_n": 1, "groups": [], "largest_differences": []}
 
 
 def test_tarsys_reviewers_and_judge_are_not_our_reviewers(db):
     # Their verdict is compared with our judge apart (tarsy_agreement), never as a review here.
     make_score(make_go_session("inaccurate", tarsy_total=20, source_reviewer="rita"), total_score=90)
-    assert agreement(InsightFilters()) == {"groups": [], "largest_differences": []}
+    assert agreement(InsightFilters()) == {"minimum_n": 1, "groups": [], "largest_differences": []}
 
 
 def test_figures_per_criteria_hash_and_judge_model(reviewers):
@@ -110,12 +61,21 @@ def test_figures_per_criteria_hash_and_judge_model(reviewers):
         "judge_seed": None,
         "n": 3,
         "reviewed_scores": 3,
+        "reviewed_sessions": 3,
         "mean_abs_diff": round((5 + 5 + 40) / 3, 2),
         "spearman_rho": 0.5,  # ranks [3, 2, 1] against [3, 1, 2]
         # Bands good/weak/poor against good/weak/weak: observed 1/6, expected 7/18, κ = 4/7.
         "weighted_kappa": round(4 / 7, 3),
         "agree_share": round(2 / 3, 3),
+        **{f"{name}_ci": gpt[f"{name}_ci"] for name in FIGURES},
+        "too_few": [],
+        "too_few_reviews": False,
+        "reason": None,
     }
+    # Resampling three sessions: the mean difference runs from 5 (never the 40) to 40 (only it).
+    low, high = gpt["mean_abs_diff_ci"]
+    assert 5 <= low < gpt["mean_abs_diff"] < high <= 40
+    assert gpt["agree_share_ci"] == [0.0, 1.0]
     assert (claude["judge_model"], claude["n"], claude["spearman_rho"], claude["weighted_kappa"]) == (
         "claude", 1, None, None,
     )  # fmt: skip
@@ -153,7 +113,8 @@ def test_the_filters_select_the_sessions_and_criteria(reviewers):
     result = agreement(InsightFilters(alert_type="disk"))
     assert [group["n"] for group in result["groups"]] == [1]
     assert [pair["total_score"] for pair in result["largest_differences"]] == [80]
-    assert agreement(InsightFilters(prompt_hash="f" * 64)) == {"groups": [], "largest_differences": []}
+    nothing = {"minimum_n": 1, "groups": [], "largest_differences": []}
+    assert agreement(InsightFilters(prompt_hash="f" * 64)) == nothing
 
 
 def test_largest_differences_come_first_signed_reviewer_minus_judge(reviewers):
@@ -224,3 +185,46 @@ def test_scores_without_an_evaluation_are_left_out_unless_included(reviewers):
     included = agreement(InsightFilters(include_analysis_missing=True))
     assert [group["n"] for group in included["groups"]] == [2]
     assert included["largest_differences"][0]["score_id"] == unreasoned.score_id
+
+
+# --- How sure the figures are ------------------------------------------------------------------
+
+
+def test_below_the_minimum_of_reviewed_sessions_the_figures_are_withheld_with_the_reason(reviewers, settings):
+    settings.SCORING_AGREEMENT_MINIMUM_SESSIONS = 5
+    rita, ravi = reviewers
+    for total in (20, 40, 60, 90):  # four sessions, eight pairs: sessions count, not pairs
+        reviewed(total, (rita, "agree", total), (ravi, "disagree", 50))
+    result = agreement(InsightFilters())
+    [group] = result["groups"]
+    assert (result["minimum_n"], group["n"], group["reviewed_sessions"]) == (5, 8, 4)
+    assert group["too_few_reviews"] is True
+    assert group["reason"] == "too few reviews: 4 sessions, a figure needs at least 5"
+    assert group["too_few"] == list(FIGURES)
+    assert all(group[name] is None and group[f"{name}_ci"] is None for name in FIGURES)
+    assert len(result["largest_differences"]) == 8  # the reviews themselves are still shown
+
+
+def test_at_the_minimum_every_figure_has_its_interval_around_it(reviewers, settings):
+    settings.SCORING_AGREEMENT_MINIMUM_SESSIONS = 5
+    rita, ravi = reviewers
+    scores = [(15, 20, 10), (35, 50, 30), (55, 60, 40), (72, 70, 75), (90, 95, 80)]
+    for total, rita_score, ravi_score in scores:
+        reviewed(total, (rita, "agree", rita_score), (ravi, "disagree", ravi_score))
+    [group] = agreement(InsightFilters())["groups"]
+    assert (group["too_few_reviews"], group["reason"], group["too_few"]) == (False, None, [])
+    for name in FIGURES:
+        low, high = group[f"{name}_ci"]
+        assert low <= group[name] <= high, name
+    assert group["agree_share_ci"] == [0.5, 0.5]  # every session has one agree and one disagree
+    assert agreement(InsightFilters())["groups"] == [group]  # a fixed seed: the same every time
+
+
+def test_the_intervals_do_not_depend_on_the_order_the_database_answers_in(reviewers, settings):
+    rita, ravi = reviewers
+    for total, score in [(15, 20), (35, 50), (55, 60), (72, 70), (90, 95), (40, 80)]:
+        reviewed(total, (rita, "agree", score), (ravi, "disagree", 100 - score))
+    pairs = agreement_module._pairs(InsightFilters())
+    forwards = agreement_module._group_figures({}, pairs)
+    agreement_module.cached_intervals.cache_clear()
+    assert agreement_module._group_figures({}, pairs[::-1]) == forwards

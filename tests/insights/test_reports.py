@@ -17,8 +17,8 @@ from scoring.judge.report_prompt import REPORT_DATA_INSTRUCTION
 from scoring.models import InsightReport, JudgeCircuit, ScoringStatus, SessionScore
 from tests.support.factories import make_score, make_session
 from tests.support.fake_llm import Reply, context_length_exceeded, unauthorized
-from tests.support.workers import wait_for
 from tests.support.judge_replies import evaluated
+from tests.support.workers import wait_for
 
 REPORT_TEXT = "## Build first\n\n1. **kubectl-logs**: missing in 2 of 3 sessions (kubernetes)."
 

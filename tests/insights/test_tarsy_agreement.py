@@ -4,9 +4,10 @@ import uuid
 import pytest
 
 from scoring import services
+from scoring.insights.confidence import cached_intervals, minimum_sessions
 from scoring.insights.filters import InsightFilters
 from scoring.insights.tarsy_agreement import (
-    MINIMUM_N,
+    _reviewers_group,
     auc,
     judge_agreement,
     reviewers_agreement,
@@ -72,19 +73,26 @@ def test_reviewer_figures_on_a_small_group_with_ties():
     ]
     # Under the mapping: poor-inaccurate 2, weak-partially accurate 1, good-accurate 1.
     assert group["mapping_agree_share"] == round(4 / 7, 3)
+    for name in REVIEWER_FIGURES:  # each figure's interval holds it
+        low, high = group[f"{name}_ci"]
+        assert low <= group[name] <= high, name
     assert (group["n"], group["ratings"], group["too_few"]) == (7, {ACC: 2, PART: 2, INACC: 3}, [])
-    assert (group["judge_model"], result["unknown_ratings"], result["minimum_n"]) == ("gpt-4o", {}, MINIMUM_N)
+    assert (group["judge_model"], result["unknown_ratings"], result["minimum_n"]) == ("gpt-4o", {}, 5)
     assert result["mapping"] == [
         {"band": "poor", "rating": INACC}, {"band": "weak", "rating": PART}, {"band": "good", "rating": ACC},
     ]  # fmt: skip
 
 
 def test_below_the_minimum_the_figures_are_withheld_and_named_the_counts_kept():
-    for total, rating in [(20, INACC), (55, PART), (80, ACC), (90, ACC)][: MINIMUM_N - 1]:
+    for total, rating in [(20, INACC), (55, PART), (80, ACC), (90, ACC)][: minimum_sessions() - 1]:
         go_session(total, rating)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert [group[name] for name in REVIEWER_FIGURES] == [None, None, None]
     assert group["too_few"] == REVIEWER_FIGURES
+    assert [group[f"{name}_ci"] for name in REVIEWER_FIGURES] == [None, None, None]
+    assert (group["too_few_reviews"], group["reason"]) == (
+        True, f"too few reviews: 4 sessions, a figure needs at least {minimum_sessions()}",
+    )  # fmt: skip
     assert (group["n"], group["ratings"]) == (4, {ACC: 2, PART: 1, INACC: 1})
     assert [row[ACC] for row in group["confusion"]] == [0, 0, 2]
 
@@ -94,6 +102,10 @@ def test_the_auc_needs_the_minimum_of_accurate_and_inaccurate_sessions_itself():
         go_session(total, rating)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert (group["n"], group["auc_n"], group["auc"], group["too_few"]) == (6, 2, None, ["auc"])
+    # The reason names the fewest sessions a withheld figure reads: the AUC's two.
+    assert (group["too_few_reviews"], group["reason"], group["auc_ci"]) == (
+        True, "too few reviews: 2 sessions, a figure needs at least 5", None,
+    )  # fmt: skip
     # Ranks 1-6 against [1, 3.5, 3.5, 3.5, 3.5, 6]: Σxy 12.5, Σx² 17.5, Σy² 12.5.
     assert group["spearman_rho"] == round(12.5 / math.sqrt(17.5 * 12.5), 3)
 
@@ -103,6 +115,7 @@ def test_a_single_rating_leaves_rho_and_auc_undefined_not_too_few():
         go_session(total, ACC)
     group = only_group(reviewers_agreement(InsightFilters()))
     assert (group["spearman_rho"], group["auc_n"], group["auc"], group["too_few"]) == (None, 5, None, [])
+    assert (group["spearman_rho_ci"], group["auc_ci"], group["too_few_reviews"]) == (None, None, False)
     assert group["mapping_agree_share"] == 0.4  # 80 and 95 are good
 
 
@@ -159,6 +172,16 @@ def test_the_mean_difference_is_ours_minus_tarsys():
         go_session(ours, tarsy_total=ours + 12)
     group = only_group(judge_agreement(InsightFilters()))
     assert (group["mean_difference"], group["mean_abs_diff"], group["spearman_rho"]) == (-12.0, 12.0, 1.0)
+    # The same on every session, so on every resample: intervals of no width.
+    intervals = (group["mean_difference_ci"], group["mean_abs_diff_ci"], group["spearman_rho_ci"])
+    assert intervals == ([-12.0, -12.0], [12.0, 12.0], [1.0, 1.0])
+
+
+def test_the_intervals_do_not_depend_on_the_order_of_the_sessions():
+    pairs = [(20, INACC), (40, PART), (45, INACC), (60, ACC), (80, ACC), (90, PART), (55, ACC)]
+    forwards = _reviewers_group({}, pairs)
+    cached_intervals.cache_clear()
+    assert _reviewers_group({}, pairs[::-1]) == forwards
 
 
 def test_judge_groups_are_split_by_tarsys_model_and_prompt_and_withheld_below_the_minimum():
@@ -173,6 +196,9 @@ def test_judge_groups_are_split_by_tarsys_model_and_prompt_and_withheld_below_th
     ]  # fmt: skip
     assert [group[name] for name in JUDGE_FIGURES for group in groups[1:]] == [None] * 6
     assert [group["too_few"] for group in groups] == [[], JUDGE_FIGURES, JUDGE_FIGURES]
+    assert [group["reason"] for group in groups] == [
+        None, *["too few sessions: 1 session, a figure needs at least 5"] * 2,
+    ]  # fmt: skip
 
 
 def test_each_part_is_one_query(django_assert_num_queries):
@@ -205,7 +231,7 @@ def go_document(session_id: uuid.UUID, *, rating: str | None = None, score: int 
 
 
 def test_the_figures_follow_a_new_review_or_score_stored_by_a_sync():
-    ids = [uuid.uuid4() for _ in range(MINIMUM_N)]
+    ids = [uuid.uuid4() for _ in range(minimum_sessions())]
     for index, session_id in enumerate(ids):
         session, _ = services.ingest_session(go_document(session_id), written_by="tarsy-sync")
         make_score(session, total_score=30 + 15 * index)
