@@ -44,6 +44,9 @@ MESSAGE_FRAMING_TOKENS = 8  # of one message
 MESSAGE_OVERHEAD_TOKENS = 6 * MESSAGE_FRAMING_TOKENS  # (a system prompt adds a seventh message)
 # A cut text keeps at least this many characters: half from its beginning, half from its end.
 KEEP_MIN_CHARS = 2_000
+# Where even that does not fit (a small window, a session of many long texts), the least kept
+# is this instead, and texts longer than it are cut too: a glimpse of each beats no scoring.
+KEEP_LEAST_CHARS = 400
 # A cut edge moves back to a line break when one is this close, so that lines stay whole.
 LINE_SNAP_CHARS = 256
 # Tokens a tokenizer may add to a text's own (a beginning-of-text mark, a leading space).
@@ -240,9 +243,10 @@ def fit_prompt(
     with its ``Cuttable`` parts shortened as far as needed for it to fit ``window`` beside
     the replies and the rest of ``criteria`` (``prompt_room``).
 
-    Raises InputTooLarge when the whole prompt is over SCORING_MAX_INPUT_TOKENS (a bound on
-    the work of one scoring, checked first), or when even every long text cut to
-    ``KEEP_MIN_CHARS`` does not fit.
+    Each long text keeps at least ``KEEP_MIN_CHARS``, or where that cannot fit, at least
+    ``KEEP_LEAST_CHARS`` (and texts longer than that are cut too). Raises InputTooLarge when
+    the whole prompt is over SCORING_MAX_INPUT_TOKENS (a bound on the work of one scoring,
+    checked first), or when even that least does not fit.
     """
     tokens.save_learned()  # what the judge's last answers taught, for every process
     room = prompt_room(window, criteria)
@@ -257,18 +261,21 @@ def fit_prompt(
         counted = tokens.count(frame) + _estimated(investigation)
     if counted <= room:
         return FittedPrompt(prompt or build(investigation), counted, window, 1.0)
-    layout = _Layout(parts)
-    least = layout.shortened({i: KEEP_MIN_CHARS for i in range(len(layout.texts))}, build, window)
-    if least.tokens > room:
+    for floor in (KEEP_MIN_CHARS, KEEP_LEAST_CHARS):
+        layout = _Layout(parts, floor)
+        least = layout.shortened({i: floor for i in range(len(layout.texts))}, build, window)
+        if least.tokens <= room:
+            break
+    else:
         raise InputTooLarge(
-            f"the judge prompt of this session is about {least.tokens:,} tokens even with every long tool "
-            f"result and agent text cut to its first and last {KEEP_MIN_CHARS // 2:,} characters, over the "
-            f"{room:,} tokens that the judge model's context window of {window:,} leaves beside the "
+            f"the judge prompt of this session is about {least.tokens:,} tokens even with every tool "
+            f"result and agent text over {floor:,} characters cut to its first and last {floor // 2:,}, over "
+            f"the {room:,} tokens that the judge model's context window of {window:,} leaves beside the "
             "replies: nothing was sent to the judge"
         )
     if not layout.texts:  # nothing to cut: the whole prompt fits after all (its estimate was high)
         return least
-    extras = [len(text.text) - KEEP_MIN_CHARS for text in layout.texts]
+    extras = [len(text.text) - floor for text in layout.texts]
     places = [text.places for text in layout.texts]
     density = _density("".join(text.text for text in layout.texts))
     # Characters the long texts may keep beyond the least, aimed a little under the room
@@ -276,7 +283,7 @@ def fit_prompt(
     budget = (room - least.tokens) * (1 - AIM_UNDER) / density
     for _ in range(MAX_FIT_PASSES):
         level = _water_level(extras, places, budget)
-        keep = {i: KEEP_MIN_CHARS + min(extra, level) for i, extra in enumerate(extras)}
+        keep = {i: floor + min(extra, level) for i, extra in enumerate(extras)}
         candidate = layout.shortened(keep, build, window)
         if candidate.tokens <= room:
             return candidate
@@ -317,16 +324,17 @@ class _Layout:
     that holds a long tool result verbatim has that result as a piece of its own, so that
     both are cut alike."""
 
-    def __init__(self, parts: list[str]):
+    def __init__(self, parts: list[str], floor: int):
         self.parts = parts
+        self.floor = floor  # a text longer than this is long: it may be cut
         self.texts: list[_LongText] = []
         self._index: dict[str, int] = {}
         self.pieces: dict[int, list[str | int]] = {}
-        self._results = {str(p): p.label for p in parts if isinstance(p, ToolResult) and len(p) > KEEP_MIN_CHARS}
+        self._results = {str(p): p.label for p in parts if isinstance(p, ToolResult) and len(p) > floor}
         # Longest first: where one result holds another, the longer is the one repeated.
         embeddable = sorted(self._results, key=lambda text: (-len(text), text))
         for position, part in enumerate(parts):
-            if not isinstance(part, Cuttable) or len(part) <= KEEP_MIN_CHARS:
+            if not isinstance(part, Cuttable) or len(part) <= floor:
                 continue
             if isinstance(part, ToolResult):
                 pieces: list[str | int] = [self._long(part, part.label)]
@@ -351,7 +359,7 @@ class _Layout:
 
     def _split(self, part: Cuttable, embeddable: list[str]) -> list[str | int]:
         """``part`` as pieces: each long tool result it holds, and the text between them (a
-        long text of its own when longer than ``KEEP_MIN_CHARS``)."""
+        long text of its own when longer than the floor)."""
         spans: list[tuple[int, int]] = []
         for result in embeddable:
             if len(result) > len(part):
@@ -373,7 +381,7 @@ class _Layout:
 
     def _between(self, part: Cuttable, start: int, end: int) -> list[str | int]:
         text = part[start:end]
-        if len(text) > KEEP_MIN_CHARS:
+        if len(text) > self.floor:
             return [self._long(text, part.label)]
         return [text] if text else []
 

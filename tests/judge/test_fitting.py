@@ -239,6 +239,20 @@ def test_a_prompt_sent_uncounted_because_its_bytes_fit_has_no_more_tokens_than_t
     assert fitting._tokens_within(prompt, room - 1) == tokens.count(prompt)  # over the bound: counted
 
 
+def test_a_session_of_many_long_texts_is_fitted_to_a_small_window_keeping_less_of_each():
+    # A real tarsy-bot session (9,800 tokens whole) whose long texts, each cut to KEEP_MIN_CHARS,
+    # are still over a 16k window's room (a local model run with a smaller window): each keeps
+    # less instead, where before nothing was sent.
+    (document,) = (d for d in real_documents() if d["session_id"].startswith("80690e6f"))
+
+    fitted, _ = fit(session_of(document), 16_384)
+
+    assert tokens.count(fitted.prompt) <= fitting.prompt_room(16_384)
+    assert min(cut.text_bytes - cut.omitted_bytes for cut in fitted.cuts) < fitting.KEEP_MIN_CHARS // 2
+    assert 0 < fitted.coverage < 1
+    assert len(MARKER.findall(fitted.prompt)) == sum(cut.places for cut in fitted.cuts)
+
+
 def test_required_parts_over_the_window_are_refused_before_any_call():
     session = session_of({**sample("01_single_stage_react.json"), "final_analysis": "word " * 200_000})
     refusal = r"^the judge prompt of this session is about [\d,]+ tokens even with"
