@@ -394,11 +394,12 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         warnings = []
         try:
             session = _session_to_judge(score.session_id)
+            # The criteria current now, not when the scoring was requested: it may have waited
+            # for hours (a quota, the budget) while a version was promoted or rolled back.
+            requested_hash = score.prompt_hash
+            current = criteria_selectors.current_criteria()
+            score.prompt_hash = current.hash_for(session.alert_type, session.chain_id)
             criteria = criteria_selectors.criteria_of_hash(score.prompt_hash)
-            if criteria is None:
-                return fail_scoring(
-                    score.score_id, f"the criteria {score.prompt_hash} are not stored: no version holds them"
-                )
             # The scan is CPU work: let the process's other jobs use the connection meanwhile.
             llm.release_db_connection()
             # Instruction-like text in the session is only flagged: the prompt fences
@@ -410,12 +411,15 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
                 score.score_id,
                 (Status.IN_PROGRESS,),
                 {
+                    "prompt_hash": score.prompt_hash,
                     "warnings": warnings,
                     "investigation_digest": digest,
                     "judge_temperature": judge.temperature,
                     "judge_seed": judge.seed,
                 },
             )
+            if score.prompt_hash != requested_hash:
+                copy_latest_scores([score.session_id])
             # A session stored before digests existed gets the one of the version scored.
             if session.investigation_digest is None:
                 AlertSession.objects.filter(pk=session.pk, investigation_digest__isnull=True).update(

@@ -83,6 +83,7 @@ def create_draft(
     if problems:
         raise CriteriaError(problems)
     with transaction.atomic():
+        _refuse_hash_of_other_texts(criteria, version_id=None)
         version = CriteriaVersion.objects.create(
             **_texts(criteria),
             description=description,
@@ -106,6 +107,7 @@ def edit_draft(version_id: int, criteria: Criteria, *, description: str, edited_
             raise CriteriaConflict(
                 f"version {version.pk} is {version.state}: only a draft's texts can change."
             )
+        _refuse_hash_of_other_texts(criteria, version_id=version.pk)
         for name, value in _texts(criteria).items():
             setattr(version, name, value)
         version.description = description
@@ -184,6 +186,23 @@ def rollback(*, scope: str, scope_value: str = "", changed_by: str, reason: str)
             restored.state = CriteriaState.CURRENT
             restored.save(update_fields=["state", "updated_at"])
         return _record(current, CriteriaAction.ROLLBACK, changed_by, reason, restored=restored)
+
+
+def _refuse_hash_of_other_texts(criteria: Criteria, *, version_id: int | None) -> None:
+    """A hash names one set of texts (scores are judged and grouped by it). EP-0028's hash joins
+    the score and follow-up prompts with nothing between them, so moving text from the end of
+    one to the start of the other keeps it: such texts are refused, not stored under a hash
+    whose scores were judged by others."""
+    texts = _texts(criteria)
+    for other in CriteriaVersion.objects.filter(prompt_hash=criteria.prompt_hash).exclude(pk=version_id):
+        if any(getattr(other, name) != value for name, value in texts.items()):
+            raise CriteriaError(
+                [
+                    f"These prompts have the hash of version {other.pk} ({criteria.prompt_hash[:12]}…) with "
+                    "other texts: the hash joins the score and follow-up prompts with nothing between them. "
+                    "Change a word, not only where the two prompts meet."
+                ]
+            )
 
 
 def _texts(criteria: Criteria) -> dict:

@@ -72,6 +72,25 @@ def test_a_draft_that_cannot_judge_is_refused_saying_why(criteria, scope, scope_
     assert not CriteriaVersion.objects.exclude(prompt_hash=PROMPT_HASH).exists()
 
 
+def test_texts_that_keep_another_versions_hash_by_moving_text_between_the_prompts_are_refused():
+    # EP-0028's hash joins the two prompts with nothing between them.
+    moved = Criteria(
+        score_prompt=SHIPPED_CRITERIA.score_prompt + SHIPPED_CRITERIA.followup_prompt[:40],
+        followup_prompt=SHIPPED_CRITERIA.followup_prompt[40:],
+    )
+    assert moved.prompt_hash == PROMPT_HASH
+
+    with pytest.raises(CriteriaError, match=r"have the hash of version \d+ .* with other texts"):
+        services.create_draft(moved, scope="global", created_by="carol")
+    draft = services.create_draft(criteria_text("First"), scope="chain", scope_value="k8s", created_by="carol")
+    with pytest.raises(CriteriaError, match="with other texts"):
+        services.edit_draft(draft.pk, moved, description="", edited_by="carol")
+
+    same = services.create_draft(SHIPPED_CRITERIA, scope="chain", scope_value="k8s", created_by="carol")
+    assert same.prompt_hash == PROMPT_HASH  # the same texts for another scope share the hash
+    assert selectors.criteria_of_hash(PROMPT_HASH) == SHIPPED_CRITERIA
+
+
 def test_only_a_draft_changes_its_texts():
     draft = services.create_draft(criteria_text("First"), scope="global", created_by="carol")
 
