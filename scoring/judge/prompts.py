@@ -274,8 +274,9 @@ If no critical tools are missing, simply state "No critical missing tools identi
 # fmt: on
 
 
-# Separates a system prompt from the rest in the hash; refused inside the prompts
-# (``criteria_problems``), so that no two sets of prompts hash alike through it.
+# Separates a system prompt from the rest in the hash, and the prompts from worked examples;
+# refused inside the prompts (``criteria_problems``), so that no two sets of texts hash alike
+# through it.
 _SYSTEM_SEPARATOR = "\x00"
 
 
