@@ -466,6 +466,9 @@ class CriteriaVersion(models.Model):
     system_prompt = models.TextField(blank=True, default="")
     score_prompt = models.TextField()
     followup_prompt = models.TextField()
+    # A calibrated version's worked examples (``scoring.judge.prompts.CalibrationExample`` as
+    # JSON, docs/criteria.md "Calibration"): part of its texts and of its hash; empty for others.
+    examples = models.JSONField(default=list, blank=True)
     description = models.TextField(blank=True, default="", help_text="What these criteria change, and why.")
     state = models.CharField(max_length=16, choices=CriteriaState.choices, default=CriteriaState.DRAFT)
     scope = models.CharField(max_length=16, choices=CriteriaScope.choices, default=CriteriaScope.GLOBAL)

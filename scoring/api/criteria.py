@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from scoring.api.errors import DetailErrorSerializer, field_errors
-from scoring.criteria import selectors, services
+from scoring.criteria import corrections, selectors, services
 from scoring.judge.prompts import Criteria
 from scoring.models import CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
 
@@ -86,6 +86,7 @@ class CriteriaVersionDetailSerializer(CriteriaVersionSerializer):
             "system_prompt",
             "score_prompt",
             "followup_prompt",
+            "examples",
             "changes",
         ]
         read_only_fields = fields
@@ -97,6 +98,17 @@ class CriteriaVersionDetailSerializer(CriteriaVersionSerializer):
             },
             "followup_prompt": {"help_text": "Turn 2, sent as it is: the missing tools."},
         }
+
+    examples = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text=(
+            "A calibrated version's worked examples (empty for others), part of its hash: each with "
+            "session_id, alert_type, judge_score, reviewer_score, note and excerpt (a bounded excerpt of "
+            "what the judge read). Placed at {{CALIBRATION_EXAMPLES}}; a session's own is left out "
+            "of its prompt."
+        ),
+    )
 
     def get_changes(self, version: CriteriaVersion) -> list[dict]:
         return CriteriaChangeSerializer(selectors.changes_of(version), many=True).data
@@ -125,6 +137,20 @@ class CriteriaDraftSerializer(CriteriaTextsSerializer):
     )
     candidate = serializers.BooleanField(
         default=False, help_text="Make it a candidate at once (texts frozen)."
+    )
+
+
+class CalibrateSerializer(serializers.Serializer):
+    base_version_id = serializers.IntegerField(help_text="The version whose texts the candidate starts from.")
+    size = serializers.IntegerField(
+        required=False,
+        default=corrections.DEFAULT_EXAMPLES,
+        min_value=1,
+        max_value=corrections.MAX_EXAMPLES,
+        help_text=f"Examples to carry, at most (default {corrections.DEFAULT_EXAMPLES}).",
+    )
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", help_text="Said after what calibration says of it."
     )
 
 
@@ -158,6 +184,7 @@ _DETAIL_EXAMPLE = {
     "system_prompt": "",
     "score_prompt": "You are ...\n{{SESSION_CONVERSATION}}\n...\n{{ALERT_DATA}}\n...\n{{OUTPUT_SCHEMA}}",
     "followup_prompt": "Based on your analysis above, now identify MCP tools ...",
+    "examples": [],
     "changes": [
         {
             "version_id": 2,
@@ -405,3 +432,40 @@ class CriteriaRollbackView(APIView):
         except services.CriteriaError as exc:
             return _refused(exc)
         return Response(CriteriaChangeSerializer(change).data)
+
+
+class CriteriaCalibrateView(APIView):
+    permission_classes = [IsAuthenticated, CriteriaWriteAllowed]
+
+    @extend_schema(
+        summary="Build a calibrated candidate",
+        description=(
+            "A new candidate of the base version's scope, with the base's texts and up to `size` reviewers' "
+            f"corrections (a reviewer's score {corrections.MIN_CORRECTION} or more points from the judge's, "
+            "with a note) as worked examples, chosen to cover the score bands and alert types. It has a hash "
+            "of its own and judges nothing until promoted: try it first. Needs staff or the "
+            "`change_criteria` permission."
+        ),
+        request=CalibrateSerializer,
+        responses={
+            201: CriteriaVersionDetailSerializer,
+            400: _INVALID,
+            **_ERRORS,
+            404: OpenApiResponse(DetailErrorSerializer, description="No criteria version base_version_id."),
+        },
+        examples=[OpenApiExample("Six examples", value={"base_version_id": 1, "size": 6}, request_only=True)],
+    )
+    def post(self, request):
+        body = CalibrateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        _version(body.validated_data["base_version_id"])
+        try:
+            version = services.build_calibrated_candidate(
+                body.validated_data["base_version_id"],
+                size=body.validated_data["size"],
+                description=body.validated_data["description"],
+                created_by=request.user.get_username(),
+            )
+        except services.CriteriaError as exc:
+            return _refused(exc)
+        return _detail(version.pk, status.HTTP_201_CREATED)

@@ -3,6 +3,7 @@ from rest_framework import routers
 
 from scoring.api.agreement import AgreementView
 from scoring.api.criteria import (
+    CriteriaCalibrateView,
     CriteriaCandidateView,
     CriteriaDetailView,
     CriteriaListView,
@@ -58,6 +59,7 @@ class APIRoot(routers.APIRootView):
                 "criteria": link("criteria"),
                 "criteria-version": link("criteria-version", version_id=424242),
                 "criteria-rollback": link("criteria-rollback"),
+                "criteria-calibrate": link("criteria-calibrate"),
                 "schema": link("schema"),
                 "docs": link("swagger-ui"),
             }
@@ -84,6 +86,7 @@ urlpatterns = [
     path("scoring/reports/<str:report_id>", ReportDetailView.as_view(), name="insight-report"),
     path("scoring/criteria/", CriteriaListView.as_view(), name="criteria"),
     path("scoring/criteria/rollback", CriteriaRollbackView.as_view(), name="criteria-rollback"),
+    path("scoring/criteria/calibrate", CriteriaCalibrateView.as_view(), name="criteria-calibrate"),
     path("scoring/criteria/<int:version_id>", CriteriaDetailView.as_view(), name="criteria-version"),
     path(
         "scoring/criteria/<int:version_id>/candidate", CriteriaCandidateView.as_view(), name="criteria-candidate"

@@ -3,7 +3,9 @@
 A draft is written here (typed, or uploaded from text files) and shown with its differences
 from the version that judges its scope now; any version's prompt can be previewed as the judge
 would be sent it for a chosen session. Making a candidate, promoting, rolling back and retiring
-are one action each, asking why. Every write goes through ``scoring.criteria.services``;
+are one action each, asking why; "Build calibrated candidate", an action of the list on one
+chosen version, makes a candidate of its texts with reviewers' corrections as worked examples
+("Calibration"). Every write goes through ``scoring.criteria.services``;
 versions are never deleted. ``scoring.admin`` imports this module, which registers it.
 """
 
@@ -138,6 +140,7 @@ class CriteriaVersionAdmin(admin.ModelAdmin):
     ]
     list_filter = ["state", "scope"]
     search_fields = ["prompt_hash", "scope_value", "description"]
+    actions = ["build_calibrated_candidate"]
     change_form_template = "admin/scoring/criteriaversion/change_form.html"
 
     @property
@@ -157,6 +160,36 @@ class CriteriaVersionAdmin(admin.ModelAdmin):
         return format_html(
             '<span class="mono" title="{}">{}</span>', version.prompt_hash, version.prompt_hash[:12]
         )
+
+    @admin.action(description="Build calibrated candidate", permissions=["calibrate"])
+    def build_calibrated_candidate(self, request, queryset):
+        """A candidate of the one chosen version's texts with the default number of reviewers'
+        corrections as worked examples."""
+        chosen = list(queryset.values_list("pk", flat=True)[:2])
+        if len(chosen) != 1:
+            self.message_user(request, "Choose one version to calibrate.", messages.ERROR)
+            return None
+        try:
+            built = services.build_calibrated_candidate(chosen[0], created_by=request.user.get_username())
+        except services.CriteriaError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return None
+        self.message_user(
+            request,
+            format_html(
+                'Built <a href="{}">v{}</a>, a candidate with {} worked examples (hash {}); try it before '
+                "promoting it.",
+                reverse("admin:scoring_criteriaversion_change", args=[built.pk]),
+                built.pk,
+                len(built.examples),
+                built.prompt_hash[:12],
+            ),
+            messages.SUCCESS,
+        )
+        return None
+
+    def has_calibrate_permission(self, request):
+        return services.can_change_criteria(request.user)
 
     # --- Who may do what: anyone on the staff reads; a draft is written by whoever may change criteria.
 
@@ -180,13 +213,39 @@ class CriteriaVersionAdmin(admin.ModelAdmin):
         return ["scope", "scope_value", "description", "system_prompt", "score_prompt", "followup_prompt"]
 
     def get_readonly_fields(self, request, obj=None):
-        return ["prompt_hash", "state", "created_by", "created_at"] if obj is not None else []
+        if obj is None:
+            return []
+        calibrated = ["worked_examples"] if obj.examples else []
+        return ["prompt_hash", "state", "created_by", "created_at", *calibrated]
 
     def get_fieldsets(self, request, obj=None):
         fieldsets = [(None, {"fields": self.get_fields(request, obj)})]
         if obj is not None:
             fieldsets.insert(0, ("Version", {"fields": ["prompt_hash", "state", "created_by", "created_at"]}))
+            if obj.examples:
+                fieldsets.append(("Calibration", {"fields": ["worked_examples"]}))
         return fieldsets
+
+    @admin.display(description="Worked examples")
+    def worked_examples(self, version):
+        """Each example as the operator checks it: whose session, both scores, the note, the excerpt."""
+        return format_html_join(
+            "",
+            '<div class="calibration-example"><p>Session <a href="{}">{}</a> ({}): the judge scored {}, '
+            "the reviewer {}.</p><p>{}</p><pre class=\"mono\">{}</pre></div>",
+            (
+                (
+                    reverse("admin:scoring_alertsession_change", args=[example["session_id"]]),
+                    example["session_id"],
+                    example["alert_type"],
+                    example["judge_score"],
+                    example["reviewer_score"],
+                    example["note"],
+                    example["excerpt"],
+                )
+                for example in version.examples
+            ),
+        )
 
     def save_model(self, request, obj, form, change):
         by = request.user.get_username()

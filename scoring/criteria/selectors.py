@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from django.db.models import BooleanField, Case, CharField, Q, QuerySet, Value, When
 
-from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
+from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, CalibrationExample, Criteria
 from scoring.models import (
     CriteriaAction,
     CriteriaChange,
@@ -130,7 +130,7 @@ def criteria_of_hash(prompt_hash: str) -> Criteria | None:
     version = (
         CriteriaVersion.objects.filter(prompt_hash=prompt_hash)
         .exclude(state=CriteriaState.DRAFT)
-        .only("system_prompt", "score_prompt", "followup_prompt")
+        .only("system_prompt", "score_prompt", "followup_prompt", "examples")
         .first()
     )
     return criteria_of(version) if version is not None else None
@@ -141,6 +141,7 @@ def criteria_of(version: CriteriaVersion) -> Criteria:
         score_prompt=version.score_prompt,
         followup_prompt=version.followup_prompt,
         system_prompt=version.system_prompt,
+        examples=tuple(CalibrationExample.from_json(example) for example in version.examples),
     )
 
 
@@ -148,7 +149,7 @@ def criteria_versions(
     *, state: str | None = None, scope: str | None = None, scope_value: str | None = None
 ) -> QuerySet[CriteriaVersion]:
     """Versions newest first, filtered by state and scope, without their texts."""
-    versions = CriteriaVersion.objects.defer("system_prompt", "score_prompt", "followup_prompt")
+    versions = CriteriaVersion.objects.defer("system_prompt", "score_prompt", "followup_prompt", "examples")
     if state:
         versions = versions.filter(state=state)
     if scope:

@@ -1,10 +1,12 @@
 """Writes of the criteria versions: drafts, candidates, promotion, rollback, retirement, each
 recorded with who, when and why (docs/criteria.md)."""
 
+import dataclasses
+
 from django.db import IntegrityError, transaction
 
-from scoring.criteria import selectors
-from scoring.judge.prompts import Criteria, criteria_problems
+from scoring.criteria import corrections, selectors
+from scoring.judge.prompts import EXAMPLES_PLACEHOLDER, Criteria, criteria_problems
 from scoring.models import CriteriaAction, CriteriaChange, CriteriaScope, CriteriaState, CriteriaVersion
 
 
@@ -205,11 +207,61 @@ def _refuse_hash_of_other_texts(criteria: Criteria, *, version_id: int | None) -
             )
 
 
+def build_calibrated_candidate(
+    base_id: int, *, size: int = corrections.DEFAULT_EXAMPLES, created_by: str, description: str = ""
+) -> CriteriaVersion:
+    """A new candidate of ``base_id``'s scope: its texts, with up to ``size`` reviewers'
+    corrections as worked examples (``corrections.chosen_corrections``) in place of any it had,
+    placed at ``{{CALIBRATION_EXAMPLES}}`` (added before the score prompt's session data where
+    missing). A new version with its own hash, to be tried like any other. Raises
+    ``CriteriaError`` for a size out of range or when no review corrects the judge."""
+    if not 1 <= size <= corrections.MAX_EXAMPLES:
+        raise CriteriaError(f"size: from 1 to {corrections.MAX_EXAMPLES} examples, not {size}.")
+    base = CriteriaVersion.objects.filter(pk=base_id).first()
+    if base is None:
+        raise CriteriaVersion.DoesNotExist(f"no criteria version {base_id}")
+    chosen = corrections.chosen_corrections(size)
+    if not chosen:
+        raise CriteriaError(
+            f"no review corrects the judge (a reviewer's score {corrections.MIN_CORRECTION} or more points "
+            "from the judge's, with a note): there is nothing to calibrate with."
+        )
+    examples = tuple(corrections.example_of(correction) for correction in chosen)
+    criteria = dataclasses.replace(
+        selectors.criteria_of(base),
+        score_prompt=with_examples_placeholder(base.score_prompt),
+        examples=examples,
+    )
+    said = f"Calibrated from v{base.pk}: {len(examples)} reviewers' corrections as worked examples."
+    with transaction.atomic():
+        version = create_draft(
+            criteria,
+            scope=base.scope,
+            scope_value=base.scope_value,
+            description=f"{said}\n{description}".strip(),
+            created_by=created_by,
+        )
+        return make_candidate(version.pk, changed_by=created_by, reason=said)
+
+
+def with_examples_placeholder(score_prompt: str) -> str:
+    """``score_prompt`` with ``{{CALIBRATION_EXAMPLES}}`` in it: where it is already, else on its
+    own line before the "## SESSION DATA" heading (the shipped prompt's), else before the line
+    that places the session."""
+    if EXAMPLES_PLACEHOLDER in score_prompt:
+        return score_prompt
+    at = score_prompt.find("## SESSION DATA")
+    if at < 0:
+        at = score_prompt.rfind("\n", 0, score_prompt.find("{{SESSION_CONVERSATION}}")) + 1
+    return f"{score_prompt[:at]}{EXAMPLES_PLACEHOLDER}\n\n{score_prompt[at:]}"
+
+
 def _texts(criteria: Criteria) -> dict:
     return {
         "system_prompt": criteria.system_prompt,
         "score_prompt": criteria.score_prompt,
         "followup_prompt": criteria.followup_prompt,
+        "examples": [dataclasses.asdict(example) for example in criteria.examples],
         "prompt_hash": criteria.prompt_hash,
     }
 

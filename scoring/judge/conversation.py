@@ -29,7 +29,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from scoring.judge import errors, fitting, injection, llm, replies, sampling
+from scoring.judge import calibration, errors, fitting, injection, llm, replies, sampling
 from scoring.judge.prompts import (
     EVALUATION_FOLLOWUP_PROMPT,
     OUTPUT_SCHEMA_SCORE,
@@ -153,7 +153,9 @@ def build_score_prompt(
 
     The session's values are untrusted, so each is fenced between boundary
     markers with a random token drawn for this prompt (``boundary_token`` fixes
-    it, for tests); see ``scoring.judge.injection``.
+    it, for tests); see ``scoring.judge.injection``. A calibrated version's worked
+    examples are fenced alike (``calibration``); since they are in every prompt the
+    fitter builds, fitting leaves room for them.
     """
     token = boundary_token or injection.new_boundary_token()
     if investigation is None:
@@ -164,6 +166,7 @@ def build_score_prompt(
             "SESSION_CONVERSATION": injection.wrap_untrusted(investigation, token),
             "ALERT_DATA": injection.wrap_untrusted(render_alert_data(session.alert_data), token),
             "OUTPUT_SCHEMA": OUTPUT_SCHEMA_SCORE,
+            "CALIBRATION_EXAMPLES": calibration.render_examples(criteria.examples, token, session.session_id),
         },
     )
 

@@ -229,6 +229,11 @@ _TOOL_CALL = re.compile(r"^\*\*Tool Call:\*\* ([\w.-]+?)\.([\w-]+)\(", re.M)
 # A failed call: tarsy-bot's renders say its error, Go TARSy's label the result it returned.
 _FAILED_CALL = re.compile(r"^\*\*(?:Error:\*\* |Result \(error\):\*\*$)", re.M)
 _FIELD = r"^\*\*{}:\*\* (.+)$"
+# A calibrated version's worked examples (scoring.judge.calibration: each a heading, then its
+# fenced data): other sessions' excerpts, which the demo judge does not read as the session's.
+_WORKED_EXAMPLE = re.compile(
+    r"^### Example \d+: the judge scored .*?<<<END_SESSION_DATA_[0-9a-f]+>>>$", re.S | re.M
+)
 _HIGH_CONFIDENCE = re.compile(r"\bhigh confidence\b|\bconfidence\W{1,3}high\b", re.I)
 # Unused tools that most often hold direct evidence come first, with why they matter.
 _EVIDENCE_KINDS = [
@@ -278,6 +283,8 @@ class _Session:
 
 
 def _read_session(prompt: str) -> _Session:
+    prompt = _WORKED_EXAMPLE.sub("", prompt)
+
     def field(name: str, default: str = "unknown") -> str:
         match = re.search(_FIELD.format(re.escape(name)), prompt, re.M)
         return match.group(1).strip() if match else default

@@ -400,7 +400,7 @@ class _Layout:
             head, tail = text.text[:head_end], text.text[tail_start:]
             omitted = _bytes(middle)
             cuts.append(Cut(text.label, _bytes(head) + omitted + _bytes(tail), omitted, text.tool_output, text.places))
-            cut_texts[index] = f"{head}\n[… {_size(omitted)} of {text.label} omitted …]\n{tail}"
+            cut_texts[index] = _with_omission(head, omitted, text.label, tail)
             omitted_chars += len(middle) * text.places
         cut_parts = list(self.parts)
         for position, pieces in self.pieces.items():
@@ -412,6 +412,21 @@ class _Layout:
         prompt = build("\n".join(cut_parts))
         coverage = round(1 - omitted_chars / self._total, 4) if self._total else 1.0
         return FittedPrompt(prompt, prompt_tokens(prompt), window, coverage, tuple(cuts))
+
+
+def excerpt(text: str, kept: int, label: str) -> str:
+    """``text`` cut to its first and last ``kept`` characters or so (lines kept whole where a
+    break is near) with the marker saying what was left out, as fitting cuts a long text;
+    ``text`` itself when it is no longer."""
+    if len(text) <= kept:
+        return text
+    head_end, tail_start = _edges(text, kept)
+    omitted = _bytes(text[head_end:tail_start])
+    return _with_omission(text[:head_end], omitted, label, text[tail_start:])
+
+
+def _with_omission(head: str, omitted_bytes: int, label: str, tail: str) -> str:
+    return f"{head}\n[… {_size(omitted_bytes)} of {label} omitted …]\n{tail}"
 
 
 def _edges(text: str, kept: int) -> tuple[int, int]:

@@ -9,8 +9,9 @@ on them.
 """
 
 import hashlib
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 # fmt: off
 JUDGE_PROMPT_SCORE = """You are a computer security expert specializing in DevOps and Kubernetes security operations.
@@ -273,29 +274,60 @@ If no critical tools are missing, simply state "No critical missing tools identi
 # fmt: on
 
 
-# Separates a system prompt from the rest in the hash; refused inside the prompts
-# (``criteria_problems``), so that no two sets of prompts hash alike through it.
+# Separates a system prompt from the rest in the hash, and the prompts from worked examples;
+# refused inside the prompts (``criteria_problems``), so that no two sets of texts hash alike
+# through it.
 _SYSTEM_SEPARATOR = "\x00"
+
+
+@dataclass(frozen=True)
+class CalibrationExample:
+    """A worked example of a calibrated version (docs/criteria.md, "Calibration"): a session a
+    reviewer corrected the judge on, as a bounded excerpt of what the judge read, the judge's
+    score, the reviewer's score and note."""
+
+    session_id: str
+    alert_type: str
+    judge_score: int
+    reviewer_score: int
+    note: str
+    excerpt: str
+
+    @classmethod
+    def from_json(cls, value: dict) -> "CalibrationExample":
+        return cls(**{name: value[name] for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
 class Criteria:
     """The judge's full instructions, what a criteria version holds (docs/criteria.md): the
     system prompt (optional; Go TARSy's judge has one, EP-0028's has none), the turn-1 score
-    prompt with its placeholders, and the turn-2 follow-up."""
+    prompt with its placeholders, the turn-2 follow-up, and a calibrated version's worked
+    examples (placed at ``{{CALIBRATION_EXAMPLES}}``)."""
 
     score_prompt: str
     followup_prompt: str
     system_prompt: str = ""
+    examples: tuple[CalibrationExample, ...] = ()
 
     @property
     def prompt_hash(self) -> str:
         """EP-0028's criteria hash: SHA256 of the score and follow-up prompts concatenated.
-        A system prompt, when there is one, comes first with a NUL after it; without one the
-        hash is EP-0028's exactly, so every score made before versions existed keeps its meaning."""
+        A system prompt, when there is one, comes first with a NUL after it; worked examples,
+        when there are any, come last, after a NUL, as canonical JSON (which spells a NUL
+        ``\\u0000``, so no text can pass for them). Without either the hash is EP-0028's exactly,
+        so every score made before versions existed keeps its meaning."""
         head = self.system_prompt + _SYSTEM_SEPARATOR if self.system_prompt else ""
-        text = head + self.score_prompt + self.followup_prompt
+        tail = _SYSTEM_SEPARATOR + examples_json(self.examples) if self.examples else ""
+        text = head + self.score_prompt + self.followup_prompt + tail
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def examples_json(examples) -> str:
+    """Worked examples as the canonical JSON the hash reads."""
+    return json.dumps(
+        [asdict(example) for example in examples], sort_keys=True, ensure_ascii=False, separators=(",", ":")
+    )
 
 
 # The criteria this service ships (migration 0028 seeds them as the first current version).
@@ -326,7 +358,10 @@ EVALUATION_FOLLOWUP_PROMPT = (
     "Tool Relevance: Z/25, Synthesis Quality: W/25). " + OUTPUT_SCHEMA_SCORE + "."
 )
 
-_PLACEHOLDER = re.compile(r"\{\{(SESSION_CONVERSATION|ALERT_DATA|OUTPUT_SCHEMA)\}\}")
+_PLACEHOLDER = re.compile(
+    r"\{\{(SESSION_CONVERSATION|ALERT_DATA|OUTPUT_SCHEMA|CALIBRATION_EXAMPLES)\}\}"
+)
+EXAMPLES_PLACEHOLDER = "{{CALIBRATION_EXAMPLES}}"
 
 
 def criteria_problems(criteria: Criteria) -> list[str]:
@@ -342,6 +377,11 @@ def criteria_problems(criteria: Criteria) -> list[str]:
     elif "{{SESSION_CONVERSATION}}" not in criteria.score_prompt:
         problems.append(
             "The score prompt has no {{SESSION_CONVERSATION}} placeholder: the judge would not see the session."
+        )
+    if criteria.examples and EXAMPLES_PLACEHOLDER not in criteria.score_prompt:
+        problems.append(
+            f"The score prompt has no {EXAMPLES_PLACEHOLDER} placeholder: "
+            "the judge would not see the examples."
         )
     if not criteria.followup_prompt.strip():
         problems.append("The follow-up prompt is empty.")

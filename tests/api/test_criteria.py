@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import CriteriaChange, CriteriaState, CriteriaVersion
-from tests.support.criteria import criteria_text
+from tests.support.criteria import corrected, criteria_text
 from tests.support.factories import make_score, make_session, proxy_client, run_next_scoring
 from tests.support.fake_llm import Reply
 from tests.support.judge_replies import evaluated
@@ -195,3 +195,50 @@ def test_the_endpoints_are_in_the_schema_with_examples():
     assert "post" in paths[LIST + "rollback"]
     created = paths[LIST]["post"]["responses"]["201"]["content"]["application/json"]
     assert created["examples"]
+
+
+# --- Calibration ------------------------------------------------------------------------------
+
+
+def test_a_calibrated_candidate_built_through_the_api_judges_with_its_examples_once_promoted(
+    writer, operator_client, shipped_criteria, judge_llm
+):
+    reviewed = corrected(90, 20, note="Concluded without reading a single log line.")
+    judged = make_session()
+
+    body = {"base_version_id": shipped_criteria.pk, "size": 3}
+    response = writer.post(f"{LIST}calibrate", body, format="json")
+
+    assert response.status_code == 201
+    built = response.json()
+    assert (built["state"], built["scope"], built["created_by"]) == ("candidate", "global", "carol")
+    [example] = built["examples"]
+    assert (example["session_id"], example["judge_score"], example["reviewer_score"]) == (
+        str(reviewed.session_id), 90, 20,
+    )  # fmt: skip
+    assert example["excerpt"].startswith("## SESSION") and built["prompt_hash"] != PROMPT_HASH
+    assert operator_client.get(version_url(built["version_id"])).json()["examples"] == built["examples"]
+    writer.post(version_url(built["version_id"], "promote"), {"reason": "closer to the reviewers"})
+
+    assert operator_client.post(f"/api/v1/scoring/sessions/{judged.session_id}/score").status_code == 202
+    judge_llm.push(Reply(evaluated("Logical Flow: 12/25\n\n48")), Reply("1. kubectl-logs"))
+    run_next_scoring()
+    score = operator_client.get(f"/api/v1/scoring/sessions/{judged.session_id}/score").json()
+    assert (score["prompt_hash"], score["current_prompt_used"]) == (built["prompt_hash"], True)
+    sent = judge_llm.requests[0].messages[0]["content"]
+    assert "### Example 1: the judge scored 90, the reviewer 20" in sent
+    assert "Concluded without reading a single log line." in sent
+
+
+def test_calibration_refuses_readers_a_missing_base_and_says_when_nothing_corrects_the_judge(
+    writer, operator_client, shipped_criteria
+):
+    body = {"base_version_id": shipped_criteria.pk}
+
+    assert operator_client.post(f"{LIST}calibrate", body, format="json").status_code == 403
+    assert writer.post(f"{LIST}calibrate", {"base_version_id": 424242}, format="json").status_code == 404
+    too_many = writer.post(f"{LIST}calibrate", {**body, "size": 13}, format="json")
+    assert too_many.status_code == 400 and "size" in too_many.json()
+    nothing = writer.post(f"{LIST}calibrate", body, format="json")
+    assert nothing.status_code == 400
+    assert nothing.json()["detail"].startswith("no review corrects the judge")

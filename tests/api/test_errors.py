@@ -87,6 +87,7 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
         "criteria": "http://testserver/api/v1/scoring/criteria/",
         "criteria-version": "http://testserver/api/v1/scoring/criteria/{version_id}",
         "criteria-rollback": "http://testserver/api/v1/scoring/criteria/rollback",
+        "criteria-calibrate": "http://testserver/api/v1/scoring/criteria/calibrate",
         "schema": "http://testserver/api/schema/",
         "docs": "http://testserver/api/docs/",
     }

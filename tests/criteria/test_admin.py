@@ -10,7 +10,7 @@ from django.urls import reverse
 from scoring.criteria import services
 from scoring.judge.prompts import PROMPT_HASH
 from scoring.models import CriteriaChange, CriteriaState, CriteriaVersion, ScoreTranscript
-from tests.support.criteria import criteria_text, make_current
+from tests.support.criteria import corrected, criteria_text, make_current
 from tests.support.factories import make_score, make_session
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_criteria")]
@@ -192,3 +192,44 @@ def test_a_versions_page_lists_the_scores_made_under_it_with_their_transcripts(
     assert reverse("admin:scoring_sessionscore_change", args=[kept.score_id]) in page and ">kept</a>" in page
     searched = admin_client.get(reverse("admin:scoring_sessionscore_changelist"), {"q": PROMPT_HASH})
     assert str(kept.score_id)[:8] in searched.content.decode()
+
+
+# --- Calibration ------------------------------------------------------------------------------
+
+CHANGELIST = reverse("admin:scoring_criteriaversion_changelist")
+
+
+def calibrate(client, *versions):
+    return client.post(
+        CHANGELIST,
+        {"action": "build_calibrated_candidate", "_selected_action": [v.pk for v in versions]},
+        follow=True,
+    )
+
+
+def test_the_action_builds_a_calibrated_candidate_whose_page_shows_its_examples(
+    admin_client, shipped_criteria
+):
+    reviewed = corrected(90, 20, note="Concluded without reading a single log line.")
+
+    response = calibrate(admin_client, shipped_criteria)
+
+    built = CriteriaVersion.objects.get(state=CriteriaState.CANDIDATE)
+    assert f"Built <a href=\"{change_url(built)}\">v{built.pk}</a>, a candidate with 1 worked examples" in (
+        response.content.decode()
+    )
+    assert (built.created_by, built.examples[0]["session_id"]) == ("admin", str(reviewed.session_id))
+    page = admin_client.get(change_url(built)).content.decode()
+    assert "Worked examples" in page and "Concluded without reading a single log line." in page
+    assert "the judge scored 90, the reviewer 20" in page
+
+
+def test_the_action_wants_one_version_and_says_when_nothing_corrects_the_judge(
+    admin_client, shipped_criteria
+):
+    two = calibrate(admin_client, shipped_criteria, draft())
+
+    assert "Choose one version to calibrate." in two.content.decode()
+    assert "No review corrects the judge" in calibrate(admin_client, shipped_criteria).content.decode()
+    assert not CriteriaVersion.objects.filter(state=CriteriaState.CANDIDATE).exists()
+

@@ -4,11 +4,11 @@ current version per scope, promotion and rollback recorded with who, when and wh
 import pytest
 from django.db import IntegrityError, transaction
 
-from scoring.criteria import selectors, services
+from scoring.criteria import corrections, selectors, services
 from scoring.criteria.services import CriteriaError
 from scoring.judge.prompts import PROMPT_HASH, SHIPPED_CRITERIA, Criteria
 from scoring.models import CriteriaAction, CriteriaChange, CriteriaState, CriteriaVersion
-from tests.support.criteria import criteria_text, make_current
+from tests.support.criteria import corrected, criteria_text, make_current
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_criteria")]
 
@@ -207,3 +207,65 @@ def test_the_database_refuses_a_scope_without_its_value():
             scope_value="",
             created_by="x",
         )
+
+
+# --- Calibration: a candidate carrying reviewers' corrections as worked examples ------------
+
+
+def test_a_calibrated_candidate_carries_the_chosen_corrections_under_a_hash_of_its_own():
+    first = corrected(90, 20, alert_type="kubernetes", note="Never read the pod logs.")
+    second = corrected(30, 70, alert_type="database", note="The replica lag was checked properly.")
+    base = shipped_version()
+
+    version = services.build_calibrated_candidate(base.pk, size=2, created_by="carol")
+
+    assert (version.state, version.scope, version.created_by) == ("candidate", "global", "carol")
+    examples = [(e["session_id"], e["judge_score"], e["reviewer_score"], e["note"]) for e in version.examples]
+    assert examples == [
+        (str(first.session_id), 90, 20, "Never read the pod logs."),
+        (str(second.session_id), 30, 70, "The replica lag was checked properly."),
+    ]
+    criteria = selectors.criteria_of(version)
+    assert version.prompt_hash == criteria.prompt_hash != PROMPT_HASH
+    assert criteria.followup_prompt == base.followup_prompt
+    # The examples' place: before the session data, the rest of the base's text as it was.
+    assert criteria.score_prompt.replace("{{CALIBRATION_EXAMPLES}}\n\n", "") == base.score_prompt
+    placed = criteria.score_prompt.index("{{CALIBRATION_EXAMPLES}}")
+    assert placed < criteria.score_prompt.index("## SESSION DATA")
+    assert selectors.criteria_of_hash(version.prompt_hash) == criteria  # read back whole, examples too
+    assert [c.action for c in CriteriaChange.objects.filter(version=version).order_by("id")] == [
+        CriteriaAction.CREATE, CriteriaAction.CANDIDATE,
+    ]  # fmt: skip
+    assert version.description.startswith(f"Calibrated from v{base.pk}: 2 reviewers' corrections")
+    assert len(corrections.corrections()) == 2
+
+
+def test_calibrating_a_calibrated_version_replaces_its_examples_and_keeps_its_scope():
+    corrected(90, 20)
+    chain = services.create_draft(
+        criteria_text("Chain"), scope="chain", scope_value="k8s-chain", created_by="carol"
+    )
+    once = services.build_calibrated_candidate(chain.pk, created_by="carol")
+    corrected(10, 90, alert_type="database")
+
+    twice = services.build_calibrated_candidate(once.pk, created_by="carol")
+
+    assert (twice.scope, twice.scope_value) == ("chain", "k8s-chain")
+    assert (len(once.examples), len(twice.examples)) == (1, 2)
+    assert twice.score_prompt == once.score_prompt  # its placeholder already there: not added twice
+    placed = "Chain criteria.\n{{CALIBRATION_EXAMPLES}}\n\n{{SESSION_CONVERSATION}}"
+    assert twice.score_prompt.startswith(placed)
+
+
+@pytest.mark.parametrize("size", [0, 13])
+def test_calibration_refuses_a_size_out_of_range(size):
+    with pytest.raises(CriteriaError, match="size: from 1 to 12 examples"):
+        services.build_calibrated_candidate(shipped_version().pk, size=size, created_by="carol")
+
+
+def test_calibration_without_corrections_says_there_is_nothing_to_calibrate_with():
+    corrected(70, 65)  # agrees, near enough
+
+    with pytest.raises(CriteriaError, match="no review corrects the judge"):
+        services.build_calibrated_candidate(shipped_version().pk, created_by="carol")
+    assert not CriteriaVersion.objects.filter(state="candidate").exists()

@@ -8,9 +8,17 @@ import sys
 import pytest
 from django.core.management import call_command
 
+from scoring.criteria.services import with_examples_placeholder
 from scoring.judge import demo_judge, replies
 from scoring.judge.conversation import build_score_prompt, extract_score
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.judge.prompts import (
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    RESTATE_SCORE_PROMPT,
+    SHIPPED_CRITERIA,
+    CalibrationExample,
+    Criteria,
+)
+from scoring.judge.rendering import render_investigation
 from scoring.models import AlertSession
 from tests.support.factories import make_session, operator_client  # noqa: F401 (fixture)
 from tests.support.samples import SAMPLES_DIR, load
@@ -53,6 +61,35 @@ def test_replies_follow_the_session_and_end_with_a_score_line():
     bare_total, bare_analysis = extract_score(demo_judge.demo_reply(conversation(bare)))
     assert bare_total < total
     assert "no final analysis" in bare_analysis
+
+
+@pytest.mark.django_db
+def test_a_calibrated_versions_examples_are_not_read_as_the_judged_session():
+    call_command("import_sessions", str(SAMPLE))
+    session = AlertSession.objects.get(session_id=json.loads(SAMPLE.read_text())["session_id"])
+    other = make_session(alert_type="OtherAlert", final_analysis="", status="failed")
+    example = CalibrationExample(
+        session_id=str(other.session_id),
+        alert_type=other.alert_type,
+        judge_score=90,
+        reviewer_score=20,
+        note="Never read the logs.",
+        excerpt=render_investigation(other),
+    )
+    criteria = Criteria(
+        with_examples_placeholder(SHIPPED_CRITERIA.score_prompt),
+        SHIPPED_CRITERIA.followup_prompt,
+        examples=(example,),
+    )
+    prompt = build_score_prompt(session, criteria=criteria)
+    # The example's session comes first in the prompt, before the one judged.
+    assert prompt.index(f"**Session ID:** {other.session_id}") < prompt.index(
+        f"**Session ID:** {session.session_id}"
+    )
+
+    calibrated = demo_judge.demo_reply([{"role": "user", "content": prompt}])
+
+    assert calibrated == demo_judge.demo_reply(conversation(session))
 
 
 @pytest.mark.django_db

@@ -43,18 +43,8 @@ SAMPLE_SHAPES = [
 TOKEN = "0" * 32
 MARKER = re.compile(r"\n\[… [\d.]+ (?:bytes|KB|MB) of (.+?) omitted …\]\n")
 # Counting for the judge model reads the ratio it learned from the database.
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_judge_model")]
 TURN1 = evaluated("## Score breakdown\nLogical Flow: 20/25\n\n71")
-
-
-@pytest.fixture(autouse=True)
-def fake_judge_model(settings):
-    settings.SCORING_LLM_MODEL = "openai/fake-judge"  # a model litellm does not list
-    fitting.forget_learned_windows()
-    tokens.forget()
-    yield
-    fitting.forget_learned_windows()
-    tokens.forget()
 
 
 def sample(name: str) -> dict:

@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 
 from scoring.judge import prompts
@@ -62,3 +63,42 @@ def test_a_system_prompt_is_part_of_the_hash_and_cannot_pass_for_the_score_promp
 
 def test_the_shipped_criteria_have_no_problem():
     assert prompts.criteria_problems(prompts.SHIPPED_CRITERIA) == []
+
+
+EXAMPLE = prompts.CalibrationExample(
+    session_id="8a1f0c7e-0000-4000-8000-000000000001",
+    alert_type="kubernetes",
+    judge_score=90,
+    reviewer_score=20,
+    note="Never read the pod logs.",
+    excerpt="## SESSION\n...",
+)
+
+
+def test_worked_examples_are_part_of_the_hash_after_the_texts_and_the_hash_without_them_is_unchanged():
+    plain = prompts.Criteria(score_prompt="S {{CALIBRATION_EXAMPLES}}", followup_prompt="F")
+    calibrated = prompts.Criteria("S {{CALIBRATION_EXAMPLES}}", "F", examples=(EXAMPLE,))
+    shipped_again = prompts.Criteria(
+        prompts.JUDGE_PROMPT_SCORE, prompts.JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, examples=()
+    )
+
+    assert shipped_again.prompt_hash == SPEC_PROMPT_HASH
+    assert plain.prompt_hash == hashlib.sha256(b"S {{CALIBRATION_EXAMPLES}}F").hexdigest()
+    expected = b"S {{CALIBRATION_EXAMPLES}}F\x00" + prompts.examples_json((EXAMPLE,)).encode()
+    assert calibrated.prompt_hash == hashlib.sha256(expected).hexdigest() != plain.prompt_hash
+    noted_otherwise = prompts.Criteria(
+        plain.score_prompt, "F", examples=(dataclasses.replace(EXAMPLE, note="Fair."),)
+    )
+    assert noted_otherwise.prompt_hash != calibrated.prompt_hash
+
+
+def test_examples_need_their_placeholder_in_the_score_prompt_and_it_only_there():
+    without_place = prompts.Criteria("{{SESSION_CONVERSATION}}", "F", examples=(EXAMPLE,))
+    in_followup = prompts.Criteria("{{SESSION_CONVERSATION}}", "F {{CALIBRATION_EXAMPLES}}")
+
+    assert prompts.criteria_problems(without_place) == [
+        "The score prompt has no {{CALIBRATION_EXAMPLES}} placeholder: the judge would not see the examples."
+    ]
+    assert prompts.criteria_problems(in_followup) == [
+        "The follow-up prompt has a placeholder ({{...}}); only the score prompt is filled in."
+    ]

@@ -4,10 +4,13 @@ current through the services, as an operator makes them."""
 import importlib
 
 import pytest
+from django.contrib.auth.models import User
 
+from scoring import services as scoring_services
 from scoring.criteria import services
 from scoring.judge.prompts import Criteria
-from scoring.models import CriteriaChange, CriteriaVersion
+from scoring.models import CriteriaChange, CriteriaVersion, SessionScore
+from tests.support.factories import make_score, make_session
 
 
 def criteria_text(name: str, system_prompt: str = "") -> Criteria:
@@ -40,3 +43,19 @@ def shipped_criteria(db) -> CriteriaVersion:
         migration.seed_shipped(CriteriaVersion, CriteriaChange)
         seeded = CriteriaVersion.objects.get(state="current", scope="global")
     return seeded
+
+
+def corrected(
+    total: int, reviewer_score: int, note: str = "Missed the pod logs.", reviewer: str = "rita", **session
+) -> SessionScore:
+    """A completed score of a new session (``session``: its fields) with the judge's ``total``,
+    reviewed by ``reviewer`` at ``reviewer_score`` with ``note``; the score."""
+    score = make_score(make_session(**session), total_score=total)
+    scoring_services.record_review(
+        score_id=score.score_id,
+        reviewer=User.objects.get_or_create(username=reviewer)[0],
+        verdict="agree" if total == reviewer_score else "disagree",
+        reviewer_score=reviewer_score,
+        note=note,
+    )
+    return score

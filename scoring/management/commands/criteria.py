@@ -3,14 +3,15 @@ import getpass
 from django.core.management.base import BaseCommand, CommandError
 
 from scoring import identities
-from scoring.criteria import selectors, services
+from scoring.criteria import corrections, selectors, services
 from scoring.models import CriteriaVersion
 
 
 class Command(BaseCommand):
     help = (
         "Judge criteria versions (docs/criteria.md): list them, create a draft from text files, "
-        "make it a candidate, promote it, roll a scope back, retire a draft or candidate."
+        "make it a candidate, promote it, roll a scope back, retire a draft or candidate, build a "
+        "calibrated candidate from reviewers' corrections."
     )
 
     def add_arguments(self, parser):
@@ -32,6 +33,19 @@ class Command(BaseCommand):
         )
         create.add_argument("--description", default="", help="what these criteria change, and why")
         create.add_argument("--candidate", action="store_true", help="make it a candidate at once")
+        calibrate = actions.add_parser(
+            "calibrate",
+            help="a candidate of a version's texts with reviewers' corrections as worked examples",
+        )
+        calibrate.add_argument("version", type=int, help="the base version")
+        calibrate.add_argument(
+            "--size",
+            type=int,
+            default=corrections.DEFAULT_EXAMPLES,
+            help=f"examples at most, 1 to {corrections.MAX_EXAMPLES} "
+            f"(default {corrections.DEFAULT_EXAMPLES})",
+        )
+        calibrate.add_argument("--description", default="", help="said after what calibration says of it")
         moves = []
         for name, helped in (
             ("candidate", "freeze a draft's texts: a candidate"),
@@ -47,7 +61,7 @@ class Command(BaseCommand):
         )
         rollback.add_argument("--scope", required=True, help="global, alert_type:NAME or chain:NAME")
         rollback.add_argument("--reason", required=True, help="why")
-        for writer in (create, rollback, *moves):
+        for writer in (create, rollback, calibrate, *moves):
             writer.add_argument("--by", default=None, help="recorded as who made the change (default: $USER)")
 
     def handle(self, *args, **options):
@@ -60,6 +74,17 @@ class Command(BaseCommand):
                 self._show(options["version"])
             elif action == "create":
                 self._create(options, by)
+            elif action == "calibrate":
+                version = services.build_calibrated_candidate(
+                    options["version"],
+                    size=options["size"],
+                    description=options["description"],
+                    created_by=by,
+                )
+                self.stdout.write(
+                    f"v{version.pk} {version.scope_label} is {version.state} with {len(version.examples)} "
+                    f"worked examples, hash {version.prompt_hash}"
+                )
             elif action == "rollback":
                 scope, value = services.parse_scope(options["scope"])
                 change = services.rollback(
@@ -123,6 +148,11 @@ class Command(BaseCommand):
             ("follow-up prompt", version.followup_prompt),
         ):
             self.stdout.write(f"--- {title} ---\n{text or '(none)'}")
+        for number, example in enumerate(version.examples, start=1):
+            self.stdout.write(
+                f"--- example {number}: session {example['session_id']} ({example['alert_type']}), judge "
+                f"{example['judge_score']}, reviewer {example['reviewer_score']} ---\n{example['note']}"
+            )
         for change in selectors.changes_of(version):
             self.stdout.write(
                 f"{change.changed_at:%Y-%m-%d %H:%M:%S} {change.action} v{change.version_id} "

@@ -9,6 +9,7 @@ from django.core.management import CommandError, call_command
 from scoring import services
 from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
 from scoring.models import CriteriaChange, CriteriaState, CriteriaVersion, ScoringStatus
+from tests.support.criteria import corrected
 from tests.support.factories import make_session, run_next_scoring
 from tests.support.fake_llm import Reply
 from tests.support.judge_replies import evaluated
@@ -116,6 +117,8 @@ def test_list_show_rollback_and_retire(files, capsys):
             ["create", "--score-file", "/nonexistent/score.txt", "--followup-file", "x"],
             "No such file or directory",
         ),
+        (["calibrate", "999999"], "no criteria version 999999"),
+        (["calibrate", "1", "--size", "0"], "size: from 1 to 12 examples, not 0"),
     ],
 )
 def test_refusals_say_why(args, message, capsys):
@@ -146,3 +149,24 @@ def test_a_file_that_is_not_utf8_or_misses_the_session_is_refused(tmp_path):
             tmp_path / "plain.txt",
         )
     assert not CriteriaVersion.objects.exclude(prompt_hash=PROMPT_HASH).exists()
+
+
+def test_calibrate_builds_a_candidate_with_the_corrections_and_show_lists_them(shipped_criteria, capsys):
+    reviewed = corrected(95, 20, alert_type="kubernetes", note="Concluded without reading a log.")
+    corrected(20, 90, alert_type="database")
+
+    out = run("calibrate", str(shipped_criteria.pk), "--size", "1", "--by", "carol", capsys=capsys)
+
+    built = CriteriaVersion.objects.get(state=CriteriaState.CANDIDATE)
+    assert out == f"v{built.pk} global is candidate with 1 worked examples, hash {built.prompt_hash}\n"
+    assert built.created_by == "carol" and built.prompt_hash != PROMPT_HASH
+    shown = run("show", str(built.pk), capsys=capsys)
+    assert (
+        f"--- example 1: session {reviewed.session_id} (kubernetes), judge 95, reviewer 20 ---\n"
+        "Concluded without reading a log.\n"
+    ) in shown
+
+
+def test_calibrate_says_when_no_review_corrects_the_judge(shipped_criteria):
+    with pytest.raises(CommandError, match="no review corrects the judge"):
+        call_command("criteria", "calibrate", str(shipped_criteria.pk))
