@@ -320,6 +320,10 @@ class AlertSessionAdmin(ReadOnly, WideChangelist, admin.ModelAdmin):
                     "opts": self.model._meta,
                     "reason": str(over),
                     "spend": over.spend,
+                    "count": queryset.count(),
+                    # "Select all N" is posted back as such (the changelist's filters are in the
+                    # URL), not as N fields: Django reads at most DATA_UPLOAD_MAX_NUMBER_FIELDS.
+                    "select_across": request.POST.get("select_across") == "1",
                     "sessions": queryset.values_list("session_id", flat=True),
                     "action": action,
                     "force_rescore": force_rescore,

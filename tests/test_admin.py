@@ -163,6 +163,37 @@ def test_scoring_past_a_used_up_budget_asks_first_and_queues_once_confirmed(
     assert SessionScore.objects.filter(session__in=chosen, status="pending", score_triggered_by="admin").count() == 2
 
 
+def test_scoring_every_filtered_session_past_the_budget_posts_the_selection_back_as_select_all(
+    admin_client, settings, django_capture_on_commit_callbacks
+):
+    # "Select all N" and the changelist's filter, not one field a session: Django refuses a
+    # form of more than DATA_UPLOAD_MAX_NUMBER_FIELDS (1,000) fields.
+    settings.SCORING_BUDGET_USD_PER_DAY, settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 1, 10
+    make_score(make_session(), cost_usd="1.25", completed_at_us=services.now_us())
+    chosen = [make_session(alert_type="payments") for _ in range(12)]
+    make_session(alert_type="database")
+    url = f"{SESSIONS_URL}?alert_type=payments"
+    selecting_all = {"action": "score_selected", "select_across": "1", "_selected_action": [str(chosen[0].pk)]}
+
+    page = admin_client.post(url, selecting_all).content.decode()
+
+    assert "Score the 12 selected sessions all the same?" in page
+    assert 'name="select_across" value="1"' in page
+    posted_back = re.findall(r'name="_selected_action" value="([^"]+)"', page)  # one: Django wants one
+    assert len(posted_back) == 1
+    with django_capture_on_commit_callbacks():
+        page = admin_client.post(
+            url,
+            {**selecting_all, "_selected_action": posted_back, "confirm_over_budget": "yes"},
+            follow=True,
+        ).content.decode()
+
+    assert "12 queued for scoring." in page
+    assert set(SessionScore.objects.filter(status="pending").values_list("session_id", flat=True)) == {
+        session.pk for session in chosen
+    }
+
+
 def test_session_page_shows_alert_analysis_investigation_and_history(admin_client):
     session = make_session(
         alert_data={"alert": "NamespaceTerminating", "namespace": "stuck-ns"},
