@@ -13,7 +13,7 @@ from scoring import selectors, services, views
 from scoring.judge import rendering
 from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT
 from scoring.models import AlertSession, InsightReport, ScoreReview, ScoreTranscript, ScoringStatus
-from scoring.templatetags.scoring_ui import badge, badge_catalog
+from scoring.templatetags.scoring_ui import badge, badge_catalog, transcript_conversations
 from tests.support.criteria import make_current
 from tests.support.factories import T0_US, add_missing_tools, make_go_session, make_score, make_session
 from tests.support.servers import REPO_DIR
@@ -789,6 +789,33 @@ def test_a_score_without_an_evaluation_says_so_and_that_its_tools_were_not_asked
 
     assert "data-analysis-missing" in view and "left out of the fleet statistics" in view
     assert "data-missing-tools-not-asked" in view
+
+
+def test_a_transcript_under_criteria_with_a_system_prompt_labels_each_message_by_its_part():
+    transcript = {
+        "conversations": [
+            {
+                "messages": [
+                    {"role": "system", "content": "You judge k8s chains."},
+                    {"role": "user", "content": "Chain criteria. The session..."},
+                    {"role": "assistant", "content": "Good work.\n70"},
+                    {"role": "user", "content": "Chain follow-up: which tools were missing?"},
+                    {"role": "assistant", "content": "None."},
+                ],
+                "error": None,
+            }
+        ]
+    }
+
+    (conversation,) = transcript_conversations(transcript)
+
+    assert [message["label"] for message in conversation["messages"]] == [
+        "The criteria's system prompt",
+        "Turn 1: the score prompt, as sent after fitting",
+        "The judge's reply",
+        "Turn 2: the criteria's follow-up (missing tools)",
+        "The judge's reply",
+    ]
 
 
 @pytest.mark.django_db

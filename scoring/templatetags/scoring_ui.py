@@ -14,13 +14,13 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from scoring import failures
+from scoring.criteria.selectors import is_current_anywhere
 from scoring.judge import fitting
-from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
-from scoring.judge.sampling import judge_label
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, RESTATE_SCORE_PROMPT
 from scoring.judge.replies import BREAKDOWN_WARNING_PREFIX, DIMENSION_LABELS, DIMENSIONS, is_breakdown_warning
+from scoring.judge.sampling import judge_label
 from scoring.markdown import render_markdown
 from scoring.models import ScoringStatus
-from scoring.criteria.selectors import is_current_anywhere
 from scoring.selectors import SCORE_BANDS, band_of, scoring_input_tokens
 
 register = template.Library()
@@ -215,11 +215,11 @@ def group_judge(group: dict) -> str:
     return judge_label(group.get("judge_model"), group.get("judge_temperature"), group.get("judge_seed"))
 
 
-# What each follow-up the service sends is, for a transcript's readers.
-_FOLLOW_UPS = {
+# What the service's own requests within a turn are, for a transcript's readers; any other
+# prompt after turn 1 is the criteria's follow-up (turn 2), whichever criteria judged.
+_SERVICE_REQUESTS = {
     RESTATE_SCORE_PROMPT: "The service asks the judge to restate its score",
     EVALUATION_FOLLOWUP_PROMPT: "The service asks the judge for the evaluation it left out",
-    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS: "Turn 2: the missing-tools prompt",
 }
 
 
@@ -231,17 +231,22 @@ def transcript_conversations(transcript: dict | None) -> list[dict]:
     shown = []
     for conversation in (transcript or {}).get("conversations", []):
         messages = []
-        for index, message in enumerate(conversation.get("messages", [])):
+        prompts = 0  # the user messages so far
+        for message in conversation.get("messages", []):
             content = message.get("content")
             text = content if isinstance(content, str) else "".join(
                 block.get("text", "") for block in content or [] if isinstance(block, dict)
             )
-            if message.get("role") == "assistant":
+            role = message.get("role")
+            if role == "assistant":
                 label = "The judge's reply"
-            elif index == 0:
+            elif role == "system":
+                label = "The criteria's system prompt"
+            elif prompts == 0:
                 label = "Turn 1: the score prompt, as sent after fitting"
             else:
-                label = _FOLLOW_UPS.get(text, "Sent to the judge")
-            messages.append({"role": message.get("role"), "label": label, "text": text, "chars": len(text)})
+                label = _SERVICE_REQUESTS.get(text, "Turn 2: the criteria's follow-up (missing tools)")
+            prompts += role == "user"
+            messages.append({"role": role, "label": label, "text": text, "chars": len(text)})
         shown.append({"messages": messages, "error": conversation.get("error")})
     return shown
