@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, RESTATE_SCORE_PROMPT
+from scoring.judge.prompts import EVALUATION_FOLLOWUP_PROMPT, RESTATE_SCORE_PROMPT
 
 # A litellm model id (provider/model) that reads, wherever a score shows it, as no real model.
 MODEL = "openai/DEMO-canned-judge-not-an-LLM"
@@ -453,13 +453,15 @@ def _missing_tools(session: _Session) -> str:
 
 def demo_reply(messages: list[dict]) -> str:
     """The demo judge's answer to the judge conversation so far."""
-    prompt = str(messages[0].get("content") or "") if messages else ""
-    session = _read_session(prompt)
-    last = str(messages[-1].get("content") or "") if messages else ""
-    if last == JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS:
-        return _missing_tools(session)
+    # The first prompt holds the session (a system prompt, where the criteria have one, comes
+    # before it); any later one but the service's own requests is the criteria's follow-up.
+    prompts = [str(message.get("content") or "") for message in messages if message.get("role") == "user"]
+    session = _read_session(prompts[0] if prompts else "")
+    last = prompts[-1] if prompts else ""
     if last == RESTATE_SCORE_PROMPT:
         return str(sum(_score(session).values()))
+    if len(prompts) > 1 and last != EVALUATION_FOLLOWUP_PROMPT:
+        return _missing_tools(session)
     return _analysis(session)
 
 

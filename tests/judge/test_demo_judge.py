@@ -93,6 +93,21 @@ def test_a_calibrated_versions_examples_are_not_read_as_the_judged_session():
 
 
 @pytest.mark.django_db
+def test_under_criteria_with_a_system_prompt_and_their_own_follow_up_the_turns_are_answered_as_such():
+    call_command("import_sessions", str(SAMPLE))
+    session = AlertSession.objects.get(session_id=json.loads(SAMPLE.read_text())["session_id"])
+    messages = [{"role": "system", "content": "You judge k8s chains."}, *conversation(session)]
+
+    turn1 = demo_judge.demo_reply(messages)
+    turn2 = demo_judge.demo_reply(
+        [*messages, {"role": "assistant", "content": turn1}, {"role": "user", "content": "Which tools were missing?"}]
+    )
+
+    assert str(session.session_id) in turn1 and extract_score(turn1)[0] is not None
+    assert "kubernetes-server.events_list" in turn2 and "Logical Flow:" not in turn2
+
+
+@pytest.mark.django_db
 def test_go_samples_are_read_from_their_tool_lines_calls_and_failed_results():
     """bin/run loads Go TARSy samples too: the demo judge reads their rendering as it reads tarsy-bot's."""
     call_command("import_sessions", *(str(SAMPLES_DIR / name) for name in GO_SAMPLES))
