@@ -14,7 +14,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from scoring.judge import replies
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH
+from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH, Criteria
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
@@ -328,7 +328,8 @@ def test_migrating_makes_each_stored_criteria_a_version_and_the_shipped_ones_cur
         history = executor.loader.project_state(before).apps.get_model("scoring", "ScoringCriteria")
         history.objects.all().delete()  # what migrating back wrote of the versions the tests start with
         old = "old {{SESSION_CONVERSATION}}"
-        history.objects.create(prompt_hash="a" * 64, score_prompt=old, followup_prompt="old?")
+        old_hash = Criteria(score_prompt=old, followup_prompt="old?").prompt_hash
+        history.objects.create(prompt_hash=old_hash, score_prompt=old, followup_prompt="old?")
         history.objects.create(
             prompt_hash=PROMPT_HASH,
             score_prompt=JUDGE_PROMPT_SCORE,
@@ -340,13 +341,19 @@ def test_migrating_makes_each_stored_criteria_a_version_and_the_shipped_ones_cur
         versions = executor.loader.project_state(after).apps.get_model("scoring", "CriteriaVersion")
 
         assert set(versions.objects.values_list("prompt_hash", "state", "scope", "score_prompt")) == {
-            ("a" * 64, "retired", "global", old),
+            (old_hash, "retired", "global", old),
             (PROMPT_HASH, "current", "global", JUDGE_PROMPT_SCORE),
         }
 
+        system = Criteria(score_prompt=old, followup_prompt="old?", system_prompt="You judge.")
+        versions.objects.create(
+            prompt_hash=system.prompt_hash, score_prompt=old, followup_prompt="old?", system_prompt="You judge.",
+            state="candidate", created_by="carol",
+        )  # fmt: skip
+
         executor = MigrationExecutor(connection)
-        executor.migrate(before)  # and back: the criteria history again
+        executor.migrate(before)  # and back: the criteria history again, of the versions it can hold
         history = executor.loader.project_state(before).apps.get_model("scoring", "ScoringCriteria")
-        assert set(history.objects.values_list("prompt_hash", flat=True)) == {"a" * 64, PROMPT_HASH}
+        assert set(history.objects.values_list("prompt_hash", flat=True)) == {old_hash, PROMPT_HASH}
     finally:
         call_command("migrate", "scoring", verbosity=0)

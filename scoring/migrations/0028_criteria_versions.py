@@ -1,6 +1,8 @@
 """Criteria versions (docs/criteria.md): the criteria history of ``scoring_criteria`` becomes
 versions, the shipped prompts the first current global one; then that table goes."""
 
+import hashlib
+
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -53,10 +55,15 @@ def seed_shipped(CriteriaVersion, CriteriaChange):
 
 
 def unseed_versions(apps, schema_editor):
-    """Back to the criteria history: one row per hash a non-draft version holds."""
+    """Back to the criteria history: one row per hash a non-draft version holds, of the
+    versions the history can hold (two prompts; not one with a system prompt or worked
+    examples, whose texts would no longer make their hash)."""
     ScoringCriteria = apps.get_model("scoring", "ScoringCriteria")
     CriteriaVersion = apps.get_model("scoring", "CriteriaVersion")
     for version in CriteriaVersion.objects.exclude(state="draft").order_by("id"):
+        two_prompts = (version.score_prompt + version.followup_prompt).encode("utf-8")
+        if hashlib.sha256(two_prompts).hexdigest() != version.prompt_hash:
+            continue
         ScoringCriteria.objects.get_or_create(
             prompt_hash=version.prompt_hash,
             defaults={"score_prompt": version.score_prompt, "followup_prompt": version.followup_prompt},
