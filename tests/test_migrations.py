@@ -14,7 +14,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from scoring.judge import replies
-from scoring.judge.prompts import JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS, JUDGE_PROMPT_SCORE, PROMPT_HASH, Criteria
+from scoring.judge.prompts import (
+    JUDGE_PROMPT_FOLLOWUP_MISSING_TOOLS,
+    JUDGE_PROMPT_SCORE,
+    PROMPT_HASH,
+    Criteria,
+)
 from scoring.judge.replies import DIMENSIONS
 from scoring.models import ScoringStatus
 from tests.support.factories import make_score, make_session
