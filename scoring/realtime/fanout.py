@@ -9,8 +9,9 @@ to the process, not to each connection:
   event from the table and hands it here directly: no group, so no membership that the
   layer's group expiry (a day) could end under a dashboard left open;
 * with Redis, one layer channel of the process is in the group of each channel some
-  connection here is subscribed to: joined by the first such subscribe, left after the last
-  such connection left, renewed by the resync's passes (``scoring.realtime.resync``). An
+  connection here is subscribed to: joined by the first such subscribe, left with the last
+  such connection's unsubscribe or close (by the resync's next pass when it ended by an
+  error), renewed by the resync's passes (``scoring.realtime.resync``). An
   event comes once a group it was sent to (a lifecycle event: ``sessions`` and its session's)
   and goes out once. A burst of subscribes to one channel costs Redis one ``group_add``, not
   one each (thousands at once exhausted redis-py's pool of connections).
