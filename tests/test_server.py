@@ -28,10 +28,29 @@ async def accepting_app(scope, receive, send):
         pass
 
 
+async def writing_app(scope, receive, send):
+    """Accepts a WebSocket; each text it receives it writes back twice through
+    WRITE_TEXT_EXTENSION, and says (by ASGI) whether that write was accepted. After the
+    client's "close", it closes and then tries to write once more."""
+    write_text = scope["extensions"][server.WRITE_TEXT_EXTENSION]["write_text"]
+    await receive()
+    await send({"type": "websocket.accept"})
+    while (message := await receive())["type"] != "websocket.disconnect":
+        if message["text"] == "close":
+            await send({"type": "websocket.close", "code": 1000})
+            written.append(write_text("after close"))
+            continue
+        written.append(write_text(message["text"]))
+        written.append(write_text(message["text"]))
+
+
+written: list[bool] = []
+
+
 @contextlib.asynccontextmanager
-async def web_server(monkeypatch):
+async def web_server(monkeypatch, app=accepting_app):
     monkeypatch.setattr(server, "KEEPALIVE_TICK_S", TICK_S)
-    config = server.config(accepting_app, port=0)
+    config = server.config(app, port=0)
     config.ws_ping_interval, config.ws_ping_timeout = PING_INTERVAL_S, PING_TIMEOUT_S
     running = uvicorn.Server(config)
     serving = asyncio.create_task(running.serve())
@@ -51,16 +70,18 @@ class RawClient:
         self.reader, self.writer = reader, writer
 
     @classmethod
-    async def connect(cls, port: int) -> "RawClient":
+    async def connect(cls, port: int, extra_headers: str = "") -> "RawClient":
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         key = base64.b64encode(os.urandom(16)).decode()
         writer.write(
             f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n{extra_headers}\r\n".encode()
         )
         head = await reader.readuntil(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 101"), head
-        return cls(reader, writer)
+        client = cls(reader, writer)
+        client.head = head
+        return client
 
     async def frame(self, timeout_s: float) -> tuple[int, bytes]:
         """The next frame: (opcode, payload)."""
@@ -162,3 +183,30 @@ def test_connections_opened_apart_are_pinged_on_the_same_tick(monkeypatch):
 
     first_at, second_at = run(scenario)
     assert abs(second_at - first_at) < TICK_S / 4
+
+
+def test_the_application_writes_a_text_at_once_and_nothing_once_it_closed(monkeypatch):
+    """WRITE_TEXT_EXTENSION: the text arrives as one frame, not compressed although the client
+    offered permessage-deflate (not negotiated: docs/websocket.md, "Compression"); once the
+    application closed the connection, a write is refused."""
+    written.clear()
+    text = '{"type": "scoring.completed", "note": "' + "é" * 40 + '"}'
+
+    async def scenario():
+        async with web_server(monkeypatch, writing_app) as port:
+            client = await RawClient.connect(
+                port, "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+            )
+            await client.send(TEXT, text.encode())
+            frames = [await client.frame(timeout_s=5) for _ in range(2)]
+            await client.send(TEXT, b"close")
+            closing = await client.frame(timeout_s=5)
+            await client.send(CLOSE, closing[1])
+            client.close()
+            return client.head, frames, closing
+
+    head, frames, closing = run(scenario)
+    assert b"permessage-deflate" not in head.lower()
+    assert frames == [(TEXT, text.encode())] * 2
+    assert closing[0] == CLOSE
+    assert written == [True, True, False]

@@ -99,9 +99,20 @@ def group_name(channel: str) -> str:
     return "scoring.session." + channel[len(SESSION_CHANNEL_PREFIX) :]
 
 
+def on_sessions_channel(event_type: str) -> bool:
+    """Whether events of this type go to ``sessions`` too: its lifecycle, not its progress."""
+    return event_type != PROGRESS
+
+
 def channels_of(event: ScoringEvent) -> list[str]:
     its_session = f"{SESSION_CHANNEL_PREFIX}{event.session_id}"
     return [SESSIONS_CHANNEL, its_session] if event.on_sessions_channel else [its_session]
+
+
+def channels_of_payload(event: dict) -> list[str]:
+    """``channels_of`` an event's payload."""
+    its_session = session_channel(event)
+    return [SESSIONS_CHANNEL, its_session] if on_sessions_channel(event["type"]) else [its_session]
 
 
 def session_channel(event: dict) -> str:
@@ -162,7 +173,7 @@ def _insert(event_type: str, score, fields: dict, guard: tuple[str, list] | None
         event_type=event_type,
         score_id=score.score_id,
         session_id=score.session_id,
-        on_sessions_channel=event_type != PROGRESS,
+        on_sessions_channel=on_sessions_channel(event_type),
         timestamp_us=time.time_ns() // 1000,
         fields=_validated_fields(event_type, fields),
     )

@@ -3,7 +3,8 @@
 The in-memory channel layer does not cross processes, so without Redis an
 event recorded by a worker process would never reach the browsers connected to
 a web process. The relay closes that gap: it polls the events table for rows it
-has not seen and publishes them to this process's layer. With a cross-process
+has not seen and hands them to this process's fan-out (``scoring.realtime.fanout``),
+which sends each to the connections of its channels. With a cross-process
 layer ``scoring.realtime.events.record`` publishes directly (each WebSocket connection
 resyncs from the table what did not arrive), and the relay only prunes.
 
@@ -17,13 +18,12 @@ import time
 import weakref
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 
 from scoring import selectors
 from scoring.models import ScoringEvent
-from scoring.realtime import events
+from scoring.realtime import events, fanout
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def events_since(after_id: int, gap_ids: list[int]) -> list[ScoringEvent]:
 
 
 class EventRelay:
-    """Publishes events stored by any process to this process's channel layer."""
+    """Hands events stored by any process to this process's fan-out."""
 
     def __init__(self):
         self.relaying = not events.publishes_directly()
@@ -71,7 +71,7 @@ class EventRelay:
 
     @staticmethod
     async def guarded(step) -> None:
-        # A database or layer outage must not end the relay: it resumes from
+        # A database outage must not end the relay: it resumes from
         # where it was once the outage is over.
         try:
             await step()
@@ -82,9 +82,8 @@ class EventRelay:
         """Publish every event committed since the last poll, oldest first."""
         while True:
             rows = await database_sync_to_async(events_since)(self.after_id, list(self.gaps))
-            layer = get_channel_layer()
             for row in rows:
-                await events.send_to_groups(layer, row)
+                await fanout.of_this_loop().publish(events.payload(row))
                 self.mark_seen(row.id)
             self.expire_gaps()
             if len(rows) < BATCH_SIZE:

@@ -1,14 +1,14 @@
 """With a cross-process channel layer (Redis): what keeps connected clients whole.
 
 Every SCORING_EVENT_RESYNC_S each web process rejoins the groups of its connections'
-channels, and sends them from the events table the events of those channels they have not
-been sent. A Redis restart forgets group memberships, and an event whose publication failed
+channels (its one membership per group, ``scoring.realtime.fanout``), and sends them from
+the events table the events of those channels they have not been sent. A Redis restart forgets group memberships, and an event whose publication failed
 is never published live; a client that stays connected would notice neither, and its
 catchup from the newest id it saw would skip them.
 
 One pass per process (per event loop), whatever the number of connections: one pipeline to
-each Redis server and one query. An idle dashboard costs its share of one ZADD, not a
-query and a round trip of its own (``bench/bench_idle_sockets.py``).
+each Redis server and one query. An idle dashboard costs nothing of its own there, not a
+query and a round trip (``bench/bench_idle_sockets.py``).
 """
 
 from __future__ import annotations
@@ -17,17 +17,15 @@ import asyncio
 import logging
 import time
 import weakref
-from collections import defaultdict
 from dataclasses import dataclass, field
 from collections.abc import Collection
 from typing import Protocol
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from scoring import selectors
-from scoring.realtime import events
+from scoring.realtime import events, fanout
 
 logger = logging.getLogger(__name__)
 
@@ -109,47 +107,10 @@ async def _guarded(what: str, step, resync: _Resync) -> bool:
     return True
 
 
-def memberships(resync: _Resync) -> dict[str, list[str]]:
-    """Group -> the channel names of this process's connections in it."""
-    members = defaultdict(list)
-    for channel_name, listener in resync.listeners.items():
-        for channel in listener.subscriptions:
-            members[events.group_name(channel)].append(channel_name)
-    return members
-
-
 async def rejoin(resync: _Resync) -> None:
-    """Add every connection back to the groups of its channels (a restarted Redis forgot
-    them), and renew their memberships, as ``group_add`` does."""
-    layer = get_channel_layer()
-    joined = memberships(resync)
-    if not joined:
-        return
-    await asyncio.wait_for(_add_to_groups(layer, joined), LAYER_TIMEOUT_S)
-    # A connection that left a channel (or closed) meanwhile: take it out again.
-    now = memberships(resync)
-    for group, channel_names in joined.items():
-        for channel_name in set(channel_names) - set(now.get(group, ())):
-            await asyncio.wait_for(layer.group_discard(group, channel_name), LAYER_TIMEOUT_S)
-
-
-async def _add_to_groups(layer, members: dict[str, list[str]]) -> None:
-    by_server = events.groups_by_redis_server(layer, members)
-    if by_server is None:
-        for group, channel_names in members.items():
-            for channel_name in channel_names:
-                await layer.group_add(group, channel_name)
-        return
-    # channels-redis's group_add, for all of them: two round trips per membership there,
-    # one pipeline per Redis server here.
-    now = time.time()
-    for server, groups in by_server.items():
-        async with layer.connection(server).pipeline(transaction=False) as pipe:
-            for group in groups:
-                key = layer._group_key(group)  # where channels-redis keeps the group's members
-                pipe.zadd(key, dict.fromkeys(members[group], now))
-                pipe.expire(key, layer.group_expiry)
-            await pipe.execute()
+    """Put the process back in the groups of its connections' channels (a restarted Redis
+    forgot them), and renew those memberships (``fanout.Fanout.renew``)."""
+    await asyncio.wait_for(fanout.of_this_loop().renew(), LAYER_TIMEOUT_S)
 
 
 async def send_unsent_events(resync: _Resync) -> None:

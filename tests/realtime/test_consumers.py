@@ -711,3 +711,48 @@ def test_a_subscribe_the_channel_layer_cannot_serve_closes_the_socket_to_retry(
     assert error["type"] == "error"
     assert "reconnect and catch up" in error["message"]
     assert closing == {"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER}
+
+
+def test_a_connection_open_past_the_layers_group_expiry_still_gets_events(settings, score):
+    """Single machine: the in-memory layer forgets a group member after its group expiry (a
+    day); a dashboard left open longer must still get events (here the expiry is 1 s)."""
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "scoring.realtime.layers.InMemoryChannelLayer", "CONFIG": {"group_expiry": 1}}
+    }
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        await ws.open()
+        await ws.request({"action": "subscribe", "channel": "sessions"})
+        assert await ws.receive_nothing(2.5)  # past the expiry, and a sweep
+        stored = await record(events.COMPLETED, score, total_score=70)
+        received = await ws.receive_json_from(TIMEOUT_S)
+        await ws.disconnect()
+        return stored, received
+
+    stored, received = run(scenario)
+    assert received == stored
+
+
+def test_with_redis_a_burst_of_subscribes_beyond_the_redis_pool_is_served(settings, redis_server_url, score):
+    """150 dashboards subscribing at once (a web process restarted under them): more than
+    redis-py's pool of 100 connections. Each is confirmed and gets the next event."""
+    settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url, prefix=f"burst-{uuid.uuid4().hex}")
+    count = 150
+
+    async def scenario():
+        sockets = [LoopbackCommunicator(PROXY_USER) for _ in range(count)]
+        for ws in sockets:
+            await ws.open()
+        for ws in sockets:
+            await ws.send_json_to({"action": "subscribe", "channel": "sessions"})
+        confirmations = [await ws.receive_json_from(TIMEOUT_S) for ws in sockets]
+        stored = await record(events.COMPLETED, score, total_score=70)
+        received = [await ws.receive_json_from(TIMEOUT_S) for ws in sockets]
+        for ws in sockets:
+            await ws.disconnect()
+        return confirmations, stored, received
+
+    confirmations, stored, received = run(scenario)
+    assert confirmations == [{"type": "subscription.confirmed", "channel": "sessions"}] * count
+    assert received == [stored] * count

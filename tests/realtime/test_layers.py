@@ -9,37 +9,6 @@ def run(scenario):
     return asyncio.run(scenario())
 
 
-def test_a_group_message_reaches_every_member_once_as_its_own_copy():
-    async def scenario():
-        layer = layers.InMemoryChannelLayer()
-        members = [await layer.new_channel() for _ in range(3)]
-        for member in members:
-            await layer.group_add("scoring.sessions", member)
-        message = {"type": "scoring.event", "event": {"id": 7}}
-        await layer.group_send("scoring.sessions", message)
-        received = [await layer.receive(member) for member in members]
-        waiting = [layer.channels.get(member) for member in members]
-        return message, received, waiting
-
-    message, received, waiting = run(scenario)
-    assert received == [message] * 3
-    assert all(copy is not message for copy in received)
-    assert waiting == [None, None, None]  # nothing left queued
-
-
-def test_a_full_member_misses_the_message_and_the_others_get_it():
-    async def scenario():
-        layer = layers.InMemoryChannelLayer(capacity=1)
-        full, other = await layer.new_channel(), await layer.new_channel()
-        for member in (full, other):
-            await layer.group_add("scoring.sessions", member)
-        await layer.send(full, {"type": "first"})
-        await layer.group_send("scoring.sessions", {"type": "second"})
-        return [await layer.receive(full), await layer.receive(other)]
-
-    assert run(scenario) == [{"type": "first"}, {"type": "second"}]
-
-
 def test_expired_messages_and_their_channels_memberships_are_still_swept(monkeypatch):
     async def scenario():
         layer = layers.InMemoryChannelLayer(expiry=0)
@@ -64,8 +33,7 @@ def test_a_sweep_runs_at_most_once_an_interval(monkeypatch):
         layer = layers.InMemoryChannelLayer()
         members = [await layer.new_channel() for _ in range(50)]
         for member in members:
-            await layer.group_add("scoring.sessions", member)
-        await layer.group_send("scoring.sessions", {"type": "scoring.event"})
+            await layer.send(member, {"type": "access.revoked"})
         for member in members:
             await layer.receive(member)
 

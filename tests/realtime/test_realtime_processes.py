@@ -15,7 +15,7 @@ from django.test import Client
 from scoring.realtime import events
 from tests.support.dashboard_clients import SERVICES, DashboardClient
 from tests.support.factories import make_score, make_session
-from tests.support.servers import EventClient, handshake_status, record_in_process
+from tests.support.servers import EventClient, handshake_status, record_in_process, redis_channel_layer
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -185,7 +185,8 @@ PAGE_ORDERS = {
 
 
 def record_here(score, run) -> list[dict]:
-    """Record ``run`` for ``score``, one transaction each; the web process relays them."""
+    """Record ``run`` for ``score``, one transaction each; the web process relays them (or,
+    with Redis, this process publishes them there)."""
     recorded = []
     for event_type, fields in run:
         with transaction.atomic():
@@ -229,6 +230,17 @@ def of_session(score, recorded: list[dict]) -> list[dict]:
     return [event for event in recorded if event["session_id"] == str(score.session_id)]
 
 
+@pytest.fixture(params=["memory", "redis"])
+def dashboard_web(request, start_web, settings):
+    """A web process with the in-memory layer (it relays what this process records), or one
+    on Redis (where this process publishes what it records)."""
+    if request.param == "redis":
+        redis_url = request.getfixturevalue("redis_server_url")
+        settings.CHANNEL_LAYERS = redis_channel_layer(redis_url)
+        return start_web(redis_url=redis_url)
+    return start_web()
+
+
 @pytest.fixture
 def followed_and_other():
     """A followed session with three scores (scored one after the other), and another session's score."""
@@ -239,12 +251,12 @@ def followed_and_other():
 @pytest.mark.parametrize("page_order", PAGE_ORDERS)
 @pytest.mark.parametrize("client", SERVICES)
 def test_dashboard_subscribed_before_two_scorings_gets_them_in_order_once_across_a_reconnect(
-    start_web, dashboard_bundles, followed_and_other, client, page_order
+    dashboard_web, dashboard_bundles, followed_and_other, client, page_order
 ):
     """The socket subscribes to both channels; a scoring happens live, a second (and
     another session's) while the network is away; it reconnects, and a third starts."""
     (first, second, third), other = followed_and_other
-    server = start_web()
+    server = dashboard_web
     with DashboardClient.start(dashboard_bundles[client], server.http_url) as dashboard:
         open_dashboard(dashboard, PAGE_ORDERS[page_order](f"session:{first.session_id}"))
         live = record_here(first, SCORING_RUN)
@@ -265,13 +277,13 @@ def test_dashboard_subscribed_before_two_scorings_gets_them_in_order_once_across
 @pytest.mark.parametrize("page_order", PAGE_ORDERS)
 @pytest.mark.parametrize("client", SERVICES)
 def test_dashboard_subscribed_after_two_scorings_gets_them_in_order_once_then_across_a_reconnect(
-    start_web, dashboard_bundles, followed_and_other, client, page_order
+    dashboard_web, dashboard_bundles, followed_and_other, client, page_order
 ):
     """The page opens after two scorings of its session (and another session's) were
     stored; then a third scoring is under way, finishes while the network is away, and
     the page reconnects."""
     (first, second, third), other = followed_and_other
-    server = start_web()
+    server = dashboard_web
     before = record_here(first, SCORING_RUN) + record_here(other, SCORING_RUN[:1])
     before += record_here(second, SCORING_RUN) + record_here(other, SCORING_RUN[1:])
     with DashboardClient.start(dashboard_bundles[client], server.http_url) as dashboard:

@@ -1,24 +1,23 @@
-"""scoring/realtime/relay.py: the relay publishes the event rows committed after it
-started (with the in-memory layer, where nothing else publishes them), ids committed
-late included."""
+"""scoring/realtime/relay.py: the relay hands the process's fan-out the event rows committed
+after it started (with the in-memory layer, where nothing else publishes them), ids
+committed late included."""
 
 import time
 
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 
 from scoring.models import ScoringEvent
-from scoring.realtime import events
+from scoring.realtime import events, fanout
 from scoring.realtime.relay import GAP_GRACE_S, EventRelay
 from scoring.selectors import latest_event_id
-from tests.support.events import IN_MEMORY_LAYER, listen, record_committed
+from tests.support.events import IN_MEMORY_LAYER, Collector, record_committed
 from tests.support.factories import make_score, make_session
 
 
 @pytest.mark.django_db(transaction=True)
-def test_relay_publishes_rows_committed_after_it_started_including_late_ids(settings):
+def test_relay_hands_on_rows_committed_after_it_started_including_late_ids(settings):
     """PostgreSQL hands out ids before commit, so a lower id can commit after a
     higher one has been relayed: the relay keeps looking for skipped ids."""
     settings.CHANNEL_LAYERS = IN_MEMORY_LAYER
@@ -26,8 +25,8 @@ def test_relay_publishes_rows_committed_after_it_started_including_late_ids(sett
     before = record_committed(events.STARTED, score)
 
     async def scenario():
-        layer = get_channel_layer()
-        listener = await listen(f"session:{score.session_id}")
+        listener = Collector()
+        await fanout.of_this_loop().add(f"session:{score.session_id}", listener)
         relay = EventRelay()
         assert relay.relaying
         relay.after_id = await database_sync_to_async(latest_event_id)()
@@ -47,7 +46,7 @@ def test_relay_publishes_rows_committed_after_it_started_including_late_ids(sett
 
         first, third = await database_sync_to_async(commit_with_a_hole)()
         await relay.relay_new_events()
-        relayed = [(await layer.receive(listener))["event"]["id"] for _ in range(2)]
+        relayed = [event["id"] for event in listener.received]
         assert relay.after_id == third.id and set(relay.gaps) == {first.id + 1}
 
         late = await database_sync_to_async(ScoringEvent.objects.create)(
@@ -60,7 +59,7 @@ def test_relay_publishes_rows_committed_after_it_started_including_late_ids(sett
             fields={"total_score": 12},
         )
         await relay.relay_new_events()
-        relayed.append((await layer.receive(listener))["event"]["id"])
+        relayed = [event["id"] for event in listener.received]
         return relayed, first, third, late, relay.gaps
 
     relayed, first, third, late, gaps_left = async_to_sync(scenario)()

@@ -1,4 +1,5 @@
-"""Helpers of the tests of scoring events: committing one, listening on the channel layer."""
+"""Helpers of the tests of scoring events: committing one, listening on the channel layer or
+in the process's fan-out."""
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -21,3 +22,16 @@ async def listen(*channels: str) -> str:
     for channel in channels:
         await layer.group_add(events.group_name(channel), listener)
     return listener
+
+
+class Collector:
+    """A listener of the fan-out (``scoring.realtime.fanout.Listener``) that keeps what it gets."""
+
+    def __init__(self, channel_name: str = "collector"):
+        self.channel_name = channel_name
+        self.received: list[dict] = []
+        self.texts: list[str] = []
+
+    async def deliver(self, event: dict, text: str | None = None) -> None:
+        self.received.append(event)
+        self.texts.append(text)
