@@ -15,10 +15,9 @@ in milliseconds.
 
 import argparse
 import random
-import time
 import uuid
 
-from common import machine_description, setup_django, spread, sqlite_url, work_folder
+from common import machine_description, run_times_ms, setup_django, spread, sqlite_url, work_folder
 
 
 def judge_human_pairs(sessions: int, generator: random.Random) -> list[dict]:
@@ -36,16 +35,6 @@ def judge_human_pairs(sessions: int, generator: random.Random) -> list[dict]:
 def tarsy_pairs(sessions: int, generator: random.Random) -> list[tuple[int, str]]:
     ratings = ["inaccurate", "partially_accurate", "accurate"]
     return [(generator.randint(0, 100), generator.choice(ratings)) for _ in range(sessions)]
-
-
-def timed(run, runs: int) -> list[float]:
-    run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - start) * 1000)
-    return times
 
 
 def main() -> None:
@@ -75,10 +64,10 @@ def main() -> None:
             pairs = judge_human_pairs(size, generator)
             ratings = tarsy_pairs(size, generator)
             reviews = [(pair["total_score"], pair["reviewer_score"], pair["verdict"] == "agree") for pair in pairs]
-            human_once = timed(lambda: [figure(reviews) for figure in agreement.FIGURES.values()], arguments.runs)
-            human = timed(cold(lambda: agreement._group_figures({}, pairs)), arguments.runs)
-            human_warm = timed(lambda: agreement._group_figures({}, pairs), arguments.runs)
-            tarsy_once = timed(
+            human_once = run_times_ms(lambda: [figure(reviews) for figure in agreement.FIGURES.values()], arguments.runs)
+            human = run_times_ms(cold(lambda: agreement._group_figures({}, pairs)), arguments.runs)
+            human_warm = run_times_ms(lambda: agreement._group_figures({}, pairs), arguments.runs)
+            tarsy_once = run_times_ms(
                 lambda: (
                     tarsy_agreement._reviewers_rho(ratings),
                     tarsy_agreement._auc_of_pairs(ratings),
@@ -86,8 +75,8 @@ def main() -> None:
                 ),
                 arguments.runs,
             )
-            tarsy = timed(cold(lambda: tarsy_agreement._reviewers_group({}, ratings)), arguments.runs)
-            tarsy_warm = timed(lambda: tarsy_agreement._reviewers_group({}, ratings), arguments.runs)
+            tarsy = run_times_ms(cold(lambda: tarsy_agreement._reviewers_group({}, ratings)), arguments.runs)
+            tarsy_warm = run_times_ms(lambda: tarsy_agreement._reviewers_group({}, ratings), arguments.runs)
             ratio = sorted(human)[len(human) // 2] / sorted(human_once)[len(human_once) // 2]
             tarsy_ratio = sorted(tarsy)[len(tarsy) // 2] / sorted(tarsy_once)[len(tarsy_once) // 2]
             print(

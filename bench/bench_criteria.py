@@ -16,10 +16,9 @@ p50 and p95 are printed, with the number of SQL statements.
 
 import argparse
 import statistics
-import time
 
 from bench_insights import ALERT_TYPES, CHAINS, make_fleet
-from common import database_url, machine_description, percentile, setup_django, work_folder
+from common import database_url, machine_description, percentile, run_times_ms, setup_django, work_folder
 
 PAGE = 50
 
@@ -34,12 +33,7 @@ def timed(run, runs: int) -> tuple[list[float], int]:
     statements = []
     with connection.execute_wrapper(lambda execute, *call: statements.append(1) or execute(*call)):
         run()
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        run()
-        times.append((time.perf_counter() - started) * 1000)
-    return times, len(statements)
+    return run_times_ms(run, runs), len(statements)
 
 
 def cases(score_session_id):

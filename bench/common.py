@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +35,17 @@ from tests.support.throwaway_servers import (  # noqa: E402  (needs the reposito
 )
 
 # --- Statistics -----------------------------------------------------------------------------
+
+
+def run_times_ms(run: Callable[[], object], runs: int) -> list[float]:
+    """Milliseconds of each of ``runs`` calls of ``run``, after one to warm up."""
+    run()
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
 
 
 def percentile(values: list[float], fraction: float) -> float:
