@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django_q.models import OrmQ
 
 from scoring import services
-from scoring.judge import conversation, fitting
+from scoring.judge import conversation, fitting, injection
 from scoring.models import AlertSession, ScoringStatus, SessionScore
 from tests.support.criteria import criteria_text, make_current
 from tests.support.factories import T0_US, make_score, make_session
@@ -98,7 +98,17 @@ def dry_run_rows(out: str) -> dict[str, list[str]]:
     return rows
 
 
-def test_dry_run_counts_each_session_under_the_criteria_that_would_judge_it(settings, capsys):
+@pytest.fixture
+def fixed_boundary_token(monkeypatch):
+    """One boundary token for every prompt: a random one tokenizes to a different length, and
+    fitting then cuts a long session at a different place, so the dry run's count and the test's
+    own could differ by more than the token."""
+    monkeypatch.setattr(injection, "new_boundary_token", lambda: "0123456789abcdef0123456789abcdef")
+
+
+def test_dry_run_counts_each_session_under_the_criteria_that_would_judge_it(
+    settings, capsys, fixed_boundary_token
+):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
     document = load(SAMPLES_DIR / "01_single_stage_react.json")
     shipped = services.ingest_session({**document, "chain_id": "db-chain"}, written_by="tarsy")[0]
@@ -110,12 +120,14 @@ def test_dry_run_counts_each_session_under_the_criteria_that_would_judge_it(sett
 
     stored = AlertSession.objects.get(pk=on_chain.pk)  # as the dry run reads it (PostgreSQL orders JSON keys)
     fitted = conversation.score_prompt_fitter(stored, criteria_text("Chain"))(128_000)
-    assert abs(int(rows[str(on_chain.session_id)][0].replace(",", "")) - fitted.tokens) < 100
+    assert int(rows[str(on_chain.session_id)][0].replace(",", "")) == fitted.tokens
     shipped_tokens = int(rows[str(shipped.session_id)][0].replace(",", ""))
     assert shipped_tokens > fitted.tokens + 1_500  # EP-0028's prompt is about 2,700 tokens
 
 
-def test_dry_run_lists_each_session_fitted_to_the_window_with_its_cost_without_queueing(settings, capsys):
+def test_dry_run_lists_each_session_fitted_to_the_window_with_its_cost_without_queueing(
+    settings, capsys, fixed_boundary_token
+):
     settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"  # litellm knows its window (128,000) and price
     sample = SAMPLES_DIR / "01_single_stage_react.json"
     small = services.ingest_session(load(sample), written_by="tarsy")[0]
@@ -134,9 +146,9 @@ def test_dry_run_lists_each_session_fitted_to_the_window_with_its_cost_without_q
     assert cut == "no" and 1_000 < int(tokens.replace(",", "")) < fitting.prompt_room(128_000)
     assert float(cost.removeprefix("$")) > 0
     tokens, cut, cost = rows[str(large.session_id)]
-    # As a scoring fits it (with a boundary token of its own drawing: a few tokens either way).
-    fitted = conversation.score_prompt_fitter(large)(128_000)
-    assert abs(int(tokens.replace(",", "")) - fitted.tokens) < 100
+    # As a scoring fits it, read as the dry run reads it (PostgreSQL orders JSON keys).
+    fitted = conversation.score_prompt_fitter(AlertSession.objects.get(pk=large.pk))(128_000)
+    assert int(tokens.replace(",", "")) == fitted.tokens
     assert fitted.tokens <= fitting.prompt_room(128_000) and fitted.coverage < 0.5
     assert re.fullmatch(r"yes: \d\d% kept, 1 cut", cut)
     assert float(cost.removeprefix("$")) > float(rows[str(small.session_id)][2].removeprefix("$"))
