@@ -7,11 +7,11 @@ up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
 on the network with the GIL released, and hold no database connection while
 they wait (``scoring.judge.llm.release_db_connection``).
 
-A judge job is a scoring or an MCP prioritization report (``scoring.insights.reports``):
-each takes a slot, and counts in the global limit. The pending row is the job.
-Whenever slots are free, the process's dispatcher thread claims as many of the
-oldest pending reports as their share of the slots allows (SCORING_REPORT_SLOT_SHARE),
-then scores (within the global limit), and hands each to a thread. The django-q2
+A judge job is a scoring, an MCP prioritization report (``scoring.insights.reports``) or a
+trial's scoring (``scoring.trials``): each takes a slot, and counts in the global limit. The
+pending row is the job. Whenever slots are free, the process's dispatcher thread claims as many
+of the oldest pending reports as their share of the slots allows (SCORING_REPORT_SLOT_SHARE),
+then scores, then trial scorings (within the global limit), and hands each to a thread. The django-q2
 wake-up tasks queued when new jobs commit only wake a dispatcher; dispatchers also
 look every ``SCORING_WORKER_POLL_S``. So a process whose slots are all busy never
 holds work that another process could start, and a job is run even if its wake-up
@@ -44,6 +44,7 @@ from django.db import connection
 from scoring import services
 from scoring.insights import reports
 from scoring.realtime import events
+from scoring.trials import services as trial_services
 
 logger = logging.getLogger(__name__)
 # How long a stopping worker waits for a claim in progress.
@@ -128,6 +129,14 @@ def _score_job(score) -> ClaimedJob:
     )
 
 
+def _trial_job(scoring) -> ClaimedJob:
+    return ClaimedJob(
+        f"trial scoring {scoring.pk}",
+        partial(trial_services.run_claimed_trial_scoring, scoring),
+        partial(trial_services.fail_trial_scoring, scoring.pk),
+    )
+
+
 def _report_job(report) -> ClaimedJob:
     return ClaimedJob(
         f"report {report.report_id}",
@@ -203,7 +212,8 @@ class JudgeRuntime:
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         """Reports first (few, and someone waits on each), as far as they stay within their
-        share of this process's slots (``reports.report_slots``), then scores for the slots left."""
+        share of this process's slots (``reports.report_slots``), then scores for the slots left,
+        then trial scorings (a trial never holds back the service's own scorings)."""
         with self._lock:
             held_reports = sum(job.is_report for job in self._held.values())
         report_room = min(limit, reports.report_slots(self.slots) - held_reports)
@@ -211,6 +221,7 @@ class JudgeRuntime:
         for what, claim, job, room in (
             ("reports", reports.claim_pending_reports, _report_job, report_room),
             ("scores", services.claim_pending_scores, _score_job, limit),
+            ("trial scorings", trial_services.claim_pending_trial_scorings, _trial_job, limit),
         ):
             if len(jobs) >= room:
                 continue
