@@ -290,6 +290,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SessionStatusEnum": "scoring.models.SessionStatus.choices",
         "ScoringStatusEnum": "scoring.models.ScoringStatus.choices",
+        "TrialStatusEnum": "scoring.models.TrialStatus.choices",
     },
 }
 

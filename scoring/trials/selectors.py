@@ -108,7 +108,9 @@ def stratified_sample(sessions: QuerySet[AlertSession], size: int, seed: int) ->
     """Up to ``size`` of ``sessions`` (ids, as str), drawn so that each stratum (the reference's
     band and the alert type) has its share of the pool, by largest remainders, and every stratum
     one at least while the size allows; the same pool and ``seed`` draw the same sessions."""
-    alert_types = {str(key): alert_type for key, alert_type in sessions.values_list("session_id", "alert_type")}
+    alert_types = {
+        str(key): alert_type for key, alert_type in sessions.values_list("session_id", "alert_type")
+    }
     found = references(list(alert_types))
     strata = defaultdict(list)
     for session_id in sorted(alert_types):
@@ -152,7 +154,9 @@ def estimate(sessions: list[AlertSession], arms: dict) -> dict:
                 criteria_by_hash[prompt_hash] = criteria_selectors.criteria_of_hash(prompt_hash)
             found = estimates.estimate(session, assumptions, criteria_by_hash[prompt_hash])
             if found.failure:
-                would_fail.append({"session_id": str(session.session_id), "arm": arm, "reason": found.failure})
+                would_fail.append(
+                    {"session_id": str(session.session_id), "arm": arm, "reason": found.failure}
+                )
                 continue
             scorings += 1
             input_tokens += found.input_tokens

@@ -58,7 +58,12 @@ class TrialPlan:
 
 
 def plan_trial(
-    *, candidate_id, size: int = DEFAULT_TRIAL_SIZE, alert_type: str = "", chain_id: str = "", seed: int | None = None
+    *,
+    candidate_id,
+    size: int = DEFAULT_TRIAL_SIZE,
+    alert_type: str = "",
+    chain_id: str = "",
+    seed: int | None = None,
 ) -> TrialPlan:
     """Draw a trial's sample and estimate its cost, writing nothing: the dry run, and the first
     step of ``start_trial``. Raises ``TrialRejected`` for a version that is not a candidate, a
@@ -84,11 +89,13 @@ def plan_trial(
     sessions = list(AlertSession.objects.filter(pk__in=sample).order_by("pk"))
     arms = trial_selectors.arm_hashes(version.prompt_hash)
     hashes = {
-        str(session.session_id): {arm: hash_for(session) for arm, hash_for in arms.items()} for session in sessions
+        str(session.session_id): {arm: hash_for(session) for arm, hash_for in arms.items()}
+        for session in sessions
     }
     if all(len(set(by_arm.values())) == 1 for by_arm in hashes.values()):
         raise TrialRejected(
-            f"criteria version {version.pk} holds the texts current for every session drawn: nothing to compare"
+            f"criteria version {version.pk} holds the texts current for every session drawn: "
+            "nothing to compare"
         )
     estimate = trial_selectors.estimate(sessions, arms)
     return TrialPlan(version, size, alert_type, chain_id, seed, hashes, estimate)
@@ -137,7 +144,9 @@ def cancel_trial(trial_id, *, cancelled_by: str) -> Trial:
             raise TrialRejected(f"trial {trial_id} is {trial.status}: only a running trial is cancelled")
         now = services.now_us()
         trial.scorings.filter(status=ScoringStatus.PENDING).update(
-            status=ScoringStatus.FAILED, completed_at_us=now, error_message=f"trial cancelled by {cancelled_by}"
+            status=ScoringStatus.FAILED,
+            completed_at_us=now,
+            error_message=f"trial cancelled by {cancelled_by}",
         )
         trial.status, trial.ended_at_us = TrialStatus.CANCELLED, now
         trial.save(update_fields=["status", "ended_at_us"])
@@ -160,7 +169,9 @@ def claim_pending_trial_scorings(limit: int) -> list[TrialScoring]:
             if room <= 0:
                 return []
             now = services.now_us()
-            ids = list(due.filter(due_at_us__lte=now).order_by("due_at_us", "pk").values_list("pk", flat=True)[:room])
+            ids = list(
+                due.filter(due_at_us__lte=now).order_by("due_at_us", "pk").values_list("pk", flat=True)[:room]
+            )
             TrialScoring.objects.filter(pk__in=ids, status=ScoringStatus.PENDING).update(
                 status=ScoringStatus.IN_PROGRESS,
                 started_at_us=now,
@@ -168,9 +179,9 @@ def claim_pending_trial_scorings(limit: int) -> list[TrialScoring]:
                 waiting_reason="",
             )
             return list(
-                TrialScoring.objects.filter(pk__in=ids, status=ScoringStatus.IN_PROGRESS, started_at_us=now).defer(
-                    "transcript"
-                )
+                TrialScoring.objects.filter(
+                    pk__in=ids, status=ScoringStatus.IN_PROGRESS, started_at_us=now
+                ).defer("transcript")
             )
 
     return services.retrying_once(write, "claiming pending trial scorings")
@@ -251,7 +262,9 @@ def _write(scoring_id, status: str, **values) -> TrialScoring | None:
         if not moved:
             return None
         scoring = TrialScoring.objects.defer("transcript").get(pk=scoring_id)
-        active = TrialScoring.objects.filter(trial_id=scoring.trial_id, status__in=ScoringStatus.active_values())
+        active = TrialScoring.objects.filter(
+            trial_id=scoring.trial_id, status__in=ScoringStatus.active_values()
+        )
         if not active.exists():
             Trial.objects.filter(pk=scoring.trial_id, status=TrialStatus.RUNNING).update(
                 status=TrialStatus.COMPLETED, ended_at_us=services.now_us()

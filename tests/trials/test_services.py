@@ -12,66 +12,21 @@ from scoring.models import AlertSession, ScoringStatus, SessionScore, TrialScori
 from scoring.tasks import cleanup_orphans
 from scoring.trials import selectors as trial_selectors
 from scoring.trials import services as trials
-from tests.support.criteria import corrected, criteria_text, shipped_criteria  # noqa: F401 (a fixture)
+from tests.support.criteria import criteria_text
 from tests.support.factories import make_go_session, make_score, make_session
-from tests.support.fake_llm import Error, Reply
-from tests.support.judge_replies import evaluated
+from tests.support.fake_llm import Error
+from tests.support.trials import candidate, marked, reference_in, reviewed, run_all, scripted_judge
 
 pytestmark = pytest.mark.django_db
-
-
-def candidate(name="Candidate", scope="global", scope_value=""):
-    version = criteria_services.create_draft(
-        criteria_text(name), scope=scope, scope_value=scope_value, created_by="carol"
-    )
-    return criteria_services.make_candidate(version.pk, changed_by="carol")
-
-
-def reviewed(reviewer_score: int, judge_total: int = 60, **session):
-    """A session whose score (by ``judge_total``) a reviewer scored ``reviewer_score``."""
-    return corrected(judge_total, reviewer_score, **session).session
-
-
-def scripted_judge(judge_llm, candidate_total, current_total):
-    """The fake judge scores by the criteria it was sent: the candidate's prompt ("Candidate
-    criteria.") gets ``candidate_total(prompt)``, the shipped one ``current_total(prompt)``;
-    turn 2 names a tool."""
-
-    def reply(body):
-        messages = body["messages"]
-        if messages[-2:-1] and messages[-2]["role"] == "assistant":
-            return Reply("1. **kubectl-logs** - the logs were never read.")
-        prompt = messages[-1]["content"]
-        total = candidate_total if prompt.startswith("Candidate criteria.") else current_total
-        return Reply(evaluated(f"{total(prompt)}"))
-
-    judge_llm.set_default(reply)
-
-
-def reference_in(prompt: str) -> int:
-    """The reviewer's score a session of ``marked`` carries in its alert."""
-    return int(re.search(r"REF-(\d+)", prompt).group(1))
-
-
-def marked(reviewer_score: int):
-    return reviewed(reviewer_score, judge_total=50, alert_data={"note": f"REF-{reviewer_score}"})
-
-
-def run_all(limit=50):
-    """Claim and run every due trial scoring, as workers' dispatchers do."""
-    ran = 0
-    while claimed := trials.claim_pending_trial_scorings(limit):
-        for scoring in claimed:
-            trials.run_claimed_trial_scoring(scoring)
-            ran += 1
-    return ran
 
 
 # --- Planning ---------------------------------------------------------------------------------
 
 
 def test_only_a_candidate_with_reviewed_sessions_and_a_size_in_range_is_planned(shipped_criteria):
-    draft = criteria_services.create_draft(criteria_text("Draft"), scope="global", scope_value="", created_by="c")
+    draft = criteria_services.create_draft(
+        criteria_text("Draft"), scope="global", scope_value="", created_by="c"
+    )
     with pytest.raises(trials.TrialRejected, match="is draft: only a candidate is tried"):
         trials.plan_trial(candidate_id=draft.pk)
     version = candidate()
@@ -204,14 +159,18 @@ def test_a_trial_judges_each_session_under_both_and_leaves_the_services_scores_a
     figures = trial_selectors.results(trial)
     assert figures["paired_sessions"] == 6 and not figures["too_few_reviews"]
     assert figures["arms"]["candidate"]["mean_abs_diff"] == 2.0
-    assert figures["arms"]["current"]["mean_abs_diff"] == pytest.approx((40 + 30 + 20 + 10 + 20 + 30) / 6, abs=1e-3)
+    assert figures["arms"]["current"]["mean_abs_diff"] == pytest.approx(
+        (40 + 30 + 20 + 10 + 20 + 30) / 6, abs=1e-3
+    )
     assert figures["arms"]["candidate"]["spearman_rho"] == 1.0
     assert figures["arms"]["current"]["spearman_rho"] is None  # every total the same
     low, high = figures["arms"]["candidate"]["mean_abs_diff_ci"]
     assert low == high == 2.0
     mae = figures["differences"]["mean_abs_diff"]
     assert mae["difference"] < -20 and mae["ci"][1] < 0 and mae["significant"]
-    assert figures["differences"]["mean_shift"]["difference"] == pytest.approx((88 + 78 + 68 + 38 + 28 + 18) / 6 - 50)
+    assert figures["differences"]["mean_shift"]["difference"] == pytest.approx(
+        (88 + 78 + 68 + 38 + 28 + 18) / 6 - 50
+    )
     assert figures["largest_differences"][0]["difference"] == 38  # 88 - 50
     confusion = {row["row"]: row["counts"] for row in figures["arms"]["current"]["confusion"]}
     assert sum(confusion["weak"].values()) == 6  # 50 is weak for every session
