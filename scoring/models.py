@@ -547,14 +547,20 @@ class TrialStatus(models.TextChoices):
 
 
 class Trial(models.Model):
-    """A candidate criteria version tried beside the current criteria on sessions people reviewed
-    (docs/insights.md, "Trials"): each sampled session judged once under each, in scorings of its
-    own (``TrialScoring``), so no score of the service changes. Nothing promotes itself: the
-    operator reads the figures and decides."""
+    """A candidate judge (a criteria version, a judge model, or both) tried beside the current
+    criteria and the configured model on sessions people reviewed (docs/insights.md, "Trials"):
+    each sampled session judged once by each, in scorings of its own (``TrialScoring``), so no
+    score of the service changes. Nothing promotes itself: the operator reads the figures and
+    decides."""
 
     trial_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    candidate = models.ForeignKey(CriteriaVersion, on_delete=models.PROTECT, related_name="trials")
-    candidate_hash = models.CharField(max_length=64, editable=False)
+    # The candidate criteria (null: the current ones judge both arms) and their hash.
+    candidate = models.ForeignKey(
+        CriteriaVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
+    )
+    candidate_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # The candidate judge model ("": the configured one judges both arms).
+    candidate_model = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(max_length=16, choices=TrialStatus.choices, default=TrialStatus.RUNNING)
     # The sample asked for: how many sessions, of which alert type and chain ("" any), and the
     # seed it was drawn with (the same pool and seed draw the same sessions).
@@ -575,7 +581,13 @@ class Trial(models.Model):
         ordering = ["-created_at_us"]
 
     def __str__(self) -> str:
-        return f"trial of v{self.candidate_id} ({self.status}, {str(self.trial_id)[:8]})"
+        return f"trial of {self.candidate_label} ({self.status}, {str(self.trial_id)[:8]})"
+
+    @property
+    def candidate_label(self) -> str:
+        """What is tried: "v3", "openai/gpt-4o", or "v3 with openai/gpt-4o"."""
+        version = f"v{self.candidate_id}" if self.candidate_id else ""
+        return " with ".join(part for part in (version, self.candidate_model) if part)
 
 
 class TrialArm(models.TextChoices):
@@ -591,6 +603,8 @@ class TrialScoring(models.Model):
     session = models.ForeignKey(AlertSession, on_delete=models.CASCADE, related_name="+")
     arm = models.CharField(max_length=16, choices=TrialArm.choices)
     prompt_hash = models.CharField(max_length=64)
+    # The model the arm's judge calls go to ("": the configured one, SCORING_LLM_MODEL).
+    model = models.CharField(max_length=255, blank=True, default="")
     status = models.CharField(max_length=50, choices=ScoringStatus.choices, default=ScoringStatus.PENDING)
     # Pending: not to be claimed before then (creation, or when a quota said to come back).
     due_at_us = models.BigIntegerField()

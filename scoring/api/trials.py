@@ -24,7 +24,19 @@ from scoring.trials import selectors, services
 
 
 class TrialCreateSerializer(serializers.Serializer):
-    candidate_version_id = serializers.IntegerField(help_text="The criteria version to try: a candidate.")
+    candidate_version_id = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The criteria version to try (a candidate); null: the current criteria judge both arms.",
+    )
+    candidate_model = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="The judge model to try (litellm's name), reached through the configured API base and key; "
+        "empty: the configured model judges both arms. One of the two at least.",
+    )
     size = serializers.IntegerField(
         required=False,
         default=services.DEFAULT_TRIAL_SIZE,
@@ -43,7 +55,7 @@ class TrialCreateSerializer(serializers.Serializer):
         allow_null=True,
         default=None,
         min_value=0,
-        help_text="The draw's seed: the same reviewed sessions and seed draw the same sample (default random)",
+        help_text="The seed of the draw (default: random): the same sessions and seed draw the same sample.",
     )
     description = serializers.CharField(required=False, allow_blank=True, default="")
     dry_run = serializers.BooleanField(
@@ -52,12 +64,10 @@ class TrialCreateSerializer(serializers.Serializer):
     )
 
 
-class EstimateSerializer(serializers.Serializer):
-    judge_model = serializers.CharField(help_text="The judge model the estimate is for (SCORING_LLM_MODEL).")
+class ArmEstimateSerializer(serializers.Serializer):
+    judge_model = serializers.CharField(help_text="The model the arm's judge calls go to.")
     window_tokens = serializers.IntegerField(help_text="Its context window, as a scoring fits prompts to it.")
-    scorings = serializers.IntegerField(
-        help_text="Scorings that would be sent (two per session, less those below)."
-    )
+    scorings = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()
     cost_usd = serializers.CharField(
@@ -65,6 +75,22 @@ class EstimateSerializer(serializers.Serializer):
         help_text="litellm's price, no cache discount; null when it has no price for the model.",
     )
     unpriced_scorings = serializers.IntegerField()
+
+
+class EstimateSerializer(serializers.Serializer):
+    scorings = serializers.IntegerField(
+        help_text="Scorings that would be sent (two per session, less those below)."
+    )
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost_usd = serializers.CharField(
+        allow_null=True,
+        help_text="litellm's price, no cache discount: the priced scorings' sum; null when none is priced.",
+    )
+    unpriced_scorings = serializers.IntegerField()
+    arms = serializers.DictField(
+        child=ArmEstimateSerializer(), help_text="The same by arm: candidate, current."
+    )
     would_fail = serializers.ListField(
         child=serializers.DictField(),
         help_text="Scorings that would fail before any call: session_id, arm, reason.",
@@ -73,14 +99,15 @@ class EstimateSerializer(serializers.Serializer):
 
 class DryRunSerializer(serializers.Serializer):
     dry_run = serializers.BooleanField()
-    candidate_version_id = serializers.IntegerField()
+    candidate_version_id = serializers.IntegerField(allow_null=True)
+    candidate_model = serializers.CharField()
     seed = serializers.IntegerField(help_text="Pass it back to start the trial on this very sample.")
     session_ids = serializers.ListField(child=serializers.UUIDField())
     estimate = EstimateSerializer()
 
 
 class TrialSerializer(serializers.ModelSerializer):
-    candidate_version_id = serializers.IntegerField(source="candidate_id", read_only=True)
+    candidate_version_id = serializers.IntegerField(source="candidate_id", read_only=True, allow_null=True)
     progress = serializers.SerializerMethodField(
         help_text="How many of its scorings are pending, in progress, completed and failed, and in all."
     )
@@ -89,9 +116,9 @@ class TrialSerializer(serializers.ModelSerializer):
     class Meta:
         model = Trial
         fields = [
-            "trial_id", "candidate_version_id", "candidate_hash", "status", "size", "alert_type", "chain_id",
-            "seed", "judge_model", "description", "created_by", "created_at_us", "ended_at_us", "progress",
-            "estimate",
+            "trial_id", "candidate_version_id", "candidate_hash", "candidate_model", "status", "size",
+            "alert_type", "chain_id", "seed", "judge_model", "description", "created_by", "created_at_us",
+            "ended_at_us", "progress", "estimate",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -105,9 +132,9 @@ class TrialScoringSerializer(serializers.ModelSerializer):
     class Meta:
         model = TrialScoring
         fields = [
-            "scoring_id", "session_id", "arm", "prompt_hash", "status", "total_score", "analysis_missing",
-            "score_spread", "input_coverage", "input_tokens", "output_tokens", "cost_usd", "judge_model",
-            "waiting_reason", "error_message", "started_at_us", "completed_at_us",
+            "scoring_id", "session_id", "arm", "prompt_hash", "model", "status", "total_score",
+            "analysis_missing", "score_spread", "input_coverage", "input_tokens", "output_tokens", "cost_usd",
+            "judge_model", "waiting_reason", "error_message", "started_at_us", "completed_at_us",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -162,6 +189,7 @@ _TRIAL_EXAMPLE = {
     "trial_id": "6f1c2d3e-4b5a-4c6d-8e7f-9a0b1c2d3e4f",
     "candidate_version_id": 3,
     "candidate_hash": "5d41402abc4b2a76b9719d911017c592" * 2,
+    "candidate_model": "",
     "status": "running",
     "size": 30,
     "alert_type": "",
@@ -174,13 +202,23 @@ _TRIAL_EXAMPLE = {
     "ended_at_us": None,
     "progress": {"pending": 40, "in_progress": 4, "completed": 16, "failed": 0, "total": 60},
     "estimate": {
-        "judge_model": "openai/gpt-4o-mini",
-        "window_tokens": 128000,
         "scorings": 60,
         "input_tokens": 1250000,
         "output_tokens": 96000,
         "cost_usd": "0.2451",
         "unpriced_scorings": 0,
+        "arms": {
+            arm: {
+                "judge_model": "openai/gpt-4o-mini",
+                "window_tokens": 128000,
+                "scorings": 30,
+                "input_tokens": 625000,
+                "output_tokens": 48000,
+                "cost_usd": cost,
+                "unpriced_scorings": 0,
+            }
+            for arm, cost in (("candidate", "0.1300"), ("current", "0.1151"))
+        },
         "would_fail": [],
     },
 }
@@ -194,8 +232,9 @@ _NOT_FOUND = {404: OpenApiResponse(DetailErrorSerializer, description="No trial 
 _REFUSED = {
     409: OpenApiResponse(
         DetailErrorSerializer,
-        description="Refused, saying why: the version is not a candidate, no session of its scope was "
-        "reviewed, its texts are the current ones, or the trial is not running.",
+        description="Refused, saying why: no candidate, a version that is not a candidate, a model litellm "
+        "cannot place, no reviewed session of its scope, a candidate that is what judges now, or a trial "
+        "that is not running.",
     )
 }
 _INVALID = field_errors(
@@ -240,9 +279,10 @@ class TrialListView(generics.ListAPIView):
         summary="Plan or start a trial",
         description=(
             "Draw a stratified sample of reviewed sessions of the candidate's scope (by the reviewers' band "
-            "and the alert type) and judge each under the candidate and under the criteria current for it, "
-            "in scorings of the trial's own: no score of the service changes. With `dry_run`, only the "
-            "sample and its estimate of tokens and cost (200); pass its `seed` back to start that sample. "
+            "and the alert type) and judge each by the candidate (criteria, judge model, or both) and by "
+            "the criteria current for it and the configured model, in scorings of the trial's own: no "
+            "score of the service changes. With `dry_run`, only the sample and its estimate of tokens and "
+            "cost (200); pass its `seed` back to start that sample. "
             "Needs staff or the `change_criteria` permission."
         ),
         request=TrialCreateSerializer,
@@ -261,6 +301,7 @@ class TrialListView(generics.ListAPIView):
         try:
             plan = services.plan_trial(
                 candidate_id=data["candidate_version_id"],
+                candidate_model=data["candidate_model"],
                 size=data["size"],
                 alert_type=data["alert_type"],
                 chain_id=data["chain_id"],
@@ -271,7 +312,8 @@ class TrialListView(generics.ListAPIView):
         if data["dry_run"]:
             answer = {
                 "dry_run": True,
-                "candidate_version_id": plan.candidate.pk,
+                "candidate_version_id": plan.candidate.pk if plan.candidate is not None else None,
+                "candidate_model": plan.candidate_model,
                 "seed": plan.seed,
                 "session_ids": plan.session_ids,
                 "estimate": plan.estimate,

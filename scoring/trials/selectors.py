@@ -14,7 +14,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from scoring import selectors
@@ -32,7 +31,7 @@ from scoring.insights.confidence import (
     weighted_kappa,
 )
 from scoring.insights.tarsy_agreement import BAND_RATINGS
-from scoring.judge import estimates
+from scoring.judge import estimates, sampling
 from scoring.models import (
     AlertSession,
     CriteriaScope,
@@ -60,17 +59,19 @@ class Reference:
     source: str  # "reviews" (ours) or "tarsy" (a Go TARSy reviewer's rating)
 
 
-def pool(version: CriteriaVersion, *, alert_type: str = "", chain_id: str = "") -> QuerySet[AlertSession]:
-    """The finished sessions a trial of ``version`` may draw: those with a review of ours or a
-    Go TARSy reviewer's rating, of the version's own scope (its alert type or chain), and of
-    ``alert_type`` and ``chain_id`` when given."""
+def pool(
+    version: CriteriaVersion | None, *, alert_type: str = "", chain_id: str = ""
+) -> QuerySet[AlertSession]:
+    """The finished sessions a trial may draw: those with a review of ours or a Go TARSy
+    reviewer's rating, of the candidate ``version``'s own scope (its alert type or chain; all
+    with none), and of ``alert_type`` and ``chain_id`` when given."""
     reviewed = ScoreReview.objects.filter(score__session=OuterRef("pk"))
     sessions = AlertSession.objects.filter(status__in=SessionStatus.terminal_values()).filter(
         Exists(reviewed) | ~Q(source_quality_rating="")
     )
-    if version.scope == CriteriaScope.ALERT_TYPE:
+    if version is not None and version.scope == CriteriaScope.ALERT_TYPE:
         sessions = sessions.filter(alert_type=version.scope_value)
-    elif version.scope == CriteriaScope.CHAIN:
+    elif version is not None and version.scope == CriteriaScope.CHAIN:
         sessions = sessions.filter(chain_id=version.scope_value)
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
@@ -138,52 +139,68 @@ def stratified_sample(sessions: QuerySet[AlertSession], size: int, seed: int) ->
     return sorted(session for key in keys for session in generator.sample(strata[key], counts[key]))
 
 
-def estimate(sessions: list[AlertSession], arms: dict) -> dict:
-    """What scoring each of ``sessions`` under each arm's criteria (``arms``: arm -> a function
-    of a session giving its criteria hash, ``arm_hashes``) would send and cost, as
-    ``score_sessions --dry-run`` counts it (``scoring.judge.estimates``), in all."""
-    model = settings.SCORING_LLM_MODEL
-    assumptions = estimates.Assumptions.now(*selectors.mean_output_tokens(model))
+def estimate(sessions: list[AlertSession], hashes: dict, models: dict) -> dict:
+    """What judging each of ``sessions`` in each arm (``hashes``: session id -> arm -> criteria
+    hash; ``models``: arm -> its judge model, "" the configured one) would send and cost, as
+    ``score_sessions --dry-run`` counts it (``scoring.judge.estimates``): in all, and by arm
+    with the model, its window and its price."""
     criteria_by_hash = {}
-    input_tokens = scorings = unpriced = 0
-    cost_usd, would_fail = Decimal(0), []
-    for session in sessions:
-        for arm, hash_for in arms.items():
-            prompt_hash = hash_for(session)
-            if prompt_hash not in criteria_by_hash:
-                criteria_by_hash[prompt_hash] = criteria_selectors.criteria_of_hash(prompt_hash)
-            found = estimates.estimate(session, assumptions, criteria_by_hash[prompt_hash])
-            if found.failure:
-                would_fail.append(
-                    {"session_id": str(session.session_id), "arm": arm, "reason": found.failure}
-                )
-                continue
-            scorings += 1
-            input_tokens += found.input_tokens
-            if found.cost_usd is None:
-                unpriced += 1
-            else:
-                cost_usd += found.cost_usd
+    by_arm, would_fail = {}, []
+    for arm, model in models.items():
+        with sampling.judging_with(model):
+            judge = sampling.judge_model()
+            assumptions = estimates.Assumptions.now(*selectors.mean_output_tokens(judge))
+            input_tokens = scorings = unpriced = 0
+            cost_usd = Decimal(0)
+            for session in sessions:
+                prompt_hash = hashes[str(session.session_id)][arm]
+                if prompt_hash not in criteria_by_hash:
+                    criteria_by_hash[prompt_hash] = criteria_selectors.criteria_of_hash(prompt_hash)
+                found = estimates.estimate(session, assumptions, criteria_by_hash[prompt_hash])
+                if found.failure:
+                    would_fail.append(
+                        {"session_id": str(session.session_id), "arm": arm, "reason": found.failure}
+                    )
+                    continue
+                scorings += 1
+                input_tokens += found.input_tokens
+                if found.cost_usd is None:
+                    unpriced += 1
+                else:
+                    cost_usd += found.cost_usd
+        by_arm[arm] = {
+            "judge_model": judge,
+            "window_tokens": assumptions.window,
+            "scorings": scorings,
+            "input_tokens": input_tokens,
+            "output_tokens": scorings * assumptions.output_tokens,
+            "cost_usd": _priced(cost_usd, unpriced, scorings),
+            "unpriced_scorings": unpriced,
+        }
+    arms = by_arm.values()
+    unpriced = sum(arm["unpriced_scorings"] for arm in arms)
+    scorings = sum(arm["scorings"] for arm in arms)
     return {
-        "judge_model": model,
-        "window_tokens": assumptions.window,
         "scorings": scorings,
-        "input_tokens": input_tokens,
-        "output_tokens": scorings * assumptions.output_tokens,
-        # None: litellm has no price for the model; with some priced, the sum of those.
-        "cost_usd": None if unpriced == scorings else f"{cost_usd:.4f}",
+        "input_tokens": sum(arm["input_tokens"] for arm in arms),
+        "output_tokens": sum(arm["output_tokens"] for arm in arms),
+        "cost_usd": _priced(sum(Decimal(arm["cost_usd"] or 0) for arm in arms), unpriced, scorings),
         "unpriced_scorings": unpriced,
+        "arms": by_arm,
         "would_fail": would_fail,
     }
 
 
-def arm_hashes(candidate_hash: str) -> dict:
-    """Each arm's criteria hash for a session: the candidate's, and the one current for it now."""
+def _priced(cost_usd: Decimal, unpriced: int, scorings: int) -> str | None:
+    """A cost as the API gives it: None when litellm prices none of the scorings (with some
+    priced, the sum of those, and ``unpriced_scorings`` says how many are not)."""
+    return None if unpriced == scorings else f"{cost_usd:.4f}"
+
+
+def current_hash_for():
+    """A function of a session giving the criteria hash current for it now."""
     current = criteria_selectors.current_criteria()
-    return {
-        TrialArm.CANDIDATE.value: lambda session: candidate_hash,
-        TrialArm.CURRENT.value: lambda session: current.hash_for(session.alert_type, session.chain_id),
-    }
+    return lambda session: current.hash_for(session.alert_type, session.chain_id)
 
 
 def trials() -> QuerySet[Trial]:
@@ -215,7 +232,14 @@ def results(trial: Trial) -> dict:
     sessions the figures are withheld with a reason."""
     rows = list(
         trial.scorings.filter(status=ScoringStatus.COMPLETED, total_score__isnull=False).values(
-            "session_id", "arm", "total_score", "cost_usd", "score_spread", "input_tokens", "output_tokens"
+            "session_id",
+            "arm",
+            "judge_model",
+            "total_score",
+            "cost_usd",
+            "score_spread",
+            "input_tokens",
+            "output_tokens",
         )
     )
     by_session = defaultdict(dict)
@@ -274,6 +298,7 @@ def _arm_figures(arm: str, units: tuple, rows: list[dict], too_few: bool) -> dic
     costs = [row["cost_usd"] for row in mine if row["cost_usd"] is not None]
     spreads = [row["score_spread"] for row in mine if row["score_spread"] is not None]
     figures = {
+        "judge_models": sorted({row["judge_model"] for row in mine}),
         "completed": len(mine),
         "cost_per_scoring_usd": None if not costs else f"{sum(costs) / len(costs):.6f}",
         "mean_input_tokens": _mean([row["input_tokens"] for row in mine]),

@@ -11,16 +11,18 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Case, F, Value, When
 
 from scoring import selectors, services
 from scoring.criteria import selectors as criteria_selectors
-from scoring.judge import conversation, errors, llm
+from scoring.judge import conversation, errors, llm, sampling
 from scoring.models import (
     AlertSession,
     CriteriaState,
     CriteriaVersion,
     ScoringStatus,
     Trial,
+    TrialArm,
     TrialScoring,
     TrialStatus,
 )
@@ -41,15 +43,17 @@ class TrialRejected(ValueError):
 
 @dataclass(frozen=True)
 class TrialPlan:
-    """A trial as it would run: the sessions drawn, each arm's criteria hash for each, and what
-    scoring them would send and cost (``trial_selectors.estimate``)."""
+    """A trial as it would run: the sessions drawn, each arm's criteria hash for each, each arm's
+    judge model, and what judging them would send and cost (``trial_selectors.estimate``)."""
 
-    candidate: CriteriaVersion
+    candidate: CriteriaVersion | None
+    candidate_model: str
     size: int
     alert_type: str
     chain_id: str
     seed: int
     hashes: dict  # session id (str) -> {arm: criteria hash}
+    models: dict  # arm -> its judge model ("": the configured one)
     estimate: dict
 
     @property
@@ -59,46 +63,61 @@ class TrialPlan:
 
 def plan_trial(
     *,
-    candidate_id,
+    candidate_id=None,
+    candidate_model: str = "",
     size: int = DEFAULT_TRIAL_SIZE,
     alert_type: str = "",
     chain_id: str = "",
     seed: int | None = None,
 ) -> TrialPlan:
     """Draw a trial's sample and estimate its cost, writing nothing: the dry run, and the first
-    step of ``start_trial``. Raises ``TrialRejected`` for a version that is not a candidate, a
-    size out of range, or a pool with no reviewed session."""
-    version = CriteriaVersion.objects.filter(pk=candidate_id).first()
-    if version is None:
-        raise TrialRejected(f"no criteria version {candidate_id}")
-    if version.state != CriteriaState.CANDIDATE:
-        raise TrialRejected(
-            f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts are "
-            "frozen, so every trial scoring carries its hash); make it a candidate first"
-        )
+    step of ``start_trial``. The candidate is a criteria version (a candidate), a judge model
+    (reached through the configured API base and key), or both. Raises ``TrialRejected`` for
+    neither, a version that is not a candidate, a model litellm cannot place, a size out of
+    range, a pool with no reviewed session, or a candidate that is what judges now."""
+    candidate_model = candidate_model.strip()
+    if candidate_id is None and not candidate_model:
+        raise TrialRejected("a trial needs a candidate: a criteria version, a judge model, or both")
+    version = None
+    if candidate_id is not None:
+        version = CriteriaVersion.objects.filter(pk=candidate_id).first()
+        if version is None:
+            raise TrialRejected(f"no criteria version {candidate_id}")
+        if version.state != CriteriaState.CANDIDATE:
+            raise TrialRejected(
+                f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts "
+                "are frozen, so every trial scoring carries its hash); make it a candidate first"
+            )
+    if candidate_model and not llm.is_known_model(candidate_model):
+        raise TrialRejected(f"litellm cannot place the judge model {candidate_model!r} (provider/model, say)")
     if not 1 <= size <= MAX_TRIAL_SIZE:
         raise TrialRejected(f"size must be from 1 to {MAX_TRIAL_SIZE} sessions, not {size}")
     seed = secrets.randbelow(2**31) if seed is None else seed
     pool = trial_selectors.pool(version, alert_type=alert_type, chain_id=chain_id)
     sample = trial_selectors.stratified_sample(pool, size, seed)
     if not sample:
+        scope = version.scope_label if version is not None else "any"
         raise TrialRejected(
-            f"no finished session of {version.scope_label} criteria{_narrowed(alert_type, chain_id)} has a "
-            "review of ours or a Go TARSy reviewer's rating: a trial measures agreement with reviewers"
+            f"no finished session of {scope} criteria{_narrowed(alert_type, chain_id)} has a review of "
+            "ours or a Go TARSy reviewer's rating: a trial measures agreement with reviewers"
         )
     sessions = list(AlertSession.objects.filter(pk__in=sample).order_by("pk"))
-    arms = trial_selectors.arm_hashes(version.prompt_hash)
+    current_hash = trial_selectors.current_hash_for()
     hashes = {
-        str(session.session_id): {arm: hash_for(session) for arm, hash_for in arms.items()}
+        str(session.session_id): {
+            TrialArm.CANDIDATE: version.prompt_hash if version is not None else current_hash(session),
+            TrialArm.CURRENT: current_hash(session),
+        }
         for session in sessions
     }
-    if all(len(set(by_arm.values())) == 1 for by_arm in hashes.values()):
-        raise TrialRejected(
-            f"criteria version {version.pk} holds the texts current for every session drawn: "
-            "nothing to compare"
-        )
-    estimate = trial_selectors.estimate(sessions, arms)
-    return TrialPlan(version, size, alert_type, chain_id, seed, hashes, estimate)
+    models = {TrialArm.CANDIDATE: candidate_model, TrialArm.CURRENT: ""}
+    same_model = candidate_model in ("", settings.SCORING_LLM_MODEL)
+    if same_model and all(
+        by_arm[TrialArm.CANDIDATE] == by_arm[TrialArm.CURRENT] for by_arm in hashes.values()
+    ):
+        raise TrialRejected("the candidate is what judges every session drawn now: nothing to compare")
+    estimate = trial_selectors.estimate(sessions, hashes, models)
+    return TrialPlan(version, candidate_model, size, alert_type, chain_id, seed, hashes, models, estimate)
 
 
 def _narrowed(alert_type: str, chain_id: str) -> str:
@@ -113,7 +132,8 @@ def start_trial(plan: TrialPlan, *, created_by: str, description: str = "") -> T
     with transaction.atomic():
         trial = Trial.objects.create(
             candidate=plan.candidate,
-            candidate_hash=plan.candidate.prompt_hash,
+            candidate_hash=plan.candidate.prompt_hash if plan.candidate is not None else "",
+            candidate_model=plan.candidate_model,
             size=plan.size,
             alert_type=plan.alert_type,
             chain_id=plan.chain_id,
@@ -125,12 +145,19 @@ def start_trial(plan: TrialPlan, *, created_by: str, description: str = "") -> T
             created_at_us=now,
         )
         queued = TrialScoring.objects.bulk_create(
-            TrialScoring(trial=trial, session_id=session_id, arm=arm, prompt_hash=prompt_hash, due_at_us=now)
+            TrialScoring(
+                trial=trial,
+                session_id=session_id,
+                arm=arm,
+                prompt_hash=prompt_hash,
+                model=plan.models[arm],
+                due_at_us=now,
+            )
             for session_id, by_arm in plan.hashes.items()
             for arm, prompt_hash in by_arm.items()
         )
         transaction.on_commit(lambda: services.wake_workers(len(queued)))
-    logger.info("trial %s of criteria v%s: %d scorings queued", trial.pk, plan.candidate.pk, len(queued))
+    logger.info("trial %s of %s: %d scorings queued", trial.pk, trial.candidate_label, len(queued))
     return trial
 
 
@@ -172,10 +199,11 @@ def claim_pending_trial_scorings(limit: int) -> list[TrialScoring]:
             ids = list(
                 due.filter(due_at_us__lte=now).order_by("due_at_us", "pk").values_list("pk", flat=True)[:room]
             )
+            # The model kept from the claim on, as a scoring's: a failure says which it was for.
             TrialScoring.objects.filter(pk__in=ids, status=ScoringStatus.PENDING).update(
                 status=ScoringStatus.IN_PROGRESS,
                 started_at_us=now,
-                judge_model=settings.SCORING_LLM_MODEL,
+                judge_model=Case(When(model="", then=Value(settings.SCORING_LLM_MODEL)), default=F("model")),
                 waiting_reason="",
             )
             return list(
@@ -195,13 +223,14 @@ def run_claimed_trial_scoring(scoring: TrialScoring) -> TrialScoring | None:
             session = services.session_to_judge(scoring.session_id)
             criteria = criteria_selectors.criteria_of_hash(scoring.prompt_hash)
             llm.release_db_connection()  # rendering and the judge's calls need no connection
-            result = conversation.run_judge(
-                session,
-                criteria=criteria,
-                on_phase=lambda phase: None,
-                deadline=llm.Deadline.from_setting("SCORING_JOB_TIMEOUT_S"),
-                transcript=transcript,
-            )
+            with sampling.judging_with(scoring.model):
+                result = conversation.run_judge(
+                    session,
+                    criteria=criteria,
+                    on_phase=lambda phase: None,
+                    deadline=llm.Deadline.from_setting("SCORING_JOB_TIMEOUT_S"),
+                    transcript=transcript,
+                )
         except errors.RateLimited as exc:
             wait = services.quota_wait(scoring.rate_limited_since_us, exc)
             if wait.gives_up:

@@ -109,6 +109,24 @@ def test_writing_needs_staff_or_change_criteria_and_refusals_say_why(writer, ope
     assert again.status_code == 409 and "only a running trial is cancelled" in again.json()["detail"]
 
 
+def test_a_judge_model_is_tried_from_the_api_and_a_request_with_no_candidate_is_refused(writer, judge_llm):
+    reviewed(70)
+    refused = writer.post(LIST, {}, format="json")
+    assert refused.status_code == 409 and "a trial needs a candidate" in refused.json()["detail"]
+
+    started = writer.post(LIST, {"candidate_model": "openai/fake-judge-large"}, format="json")
+
+    assert started.status_code == 201, started.json()
+    trial = started.json()
+    assert trial["candidate_version_id"] is None and trial["candidate_model"] == "openai/fake-judge-large"
+    assert trial["estimate"]["arms"]["candidate"]["judge_model"] == "openai/fake-judge-large"
+    assert trial["estimate"]["arms"]["current"]["judge_model"] == "openai/fake-judge"
+    scorings = writer.get(f"{LIST}{trial['trial_id']}").json()["scorings"]
+    assert {(s["arm"], s["model"]) for s in scorings} == {
+        ("candidate", "openai/fake-judge-large"), ("current", "")
+    }  # fmt: skip
+
+
 def test_an_unknown_trial_is_not_found(operator_client):
     assert operator_client.get(f"{LIST}{uuid.uuid4()}").status_code == 404
     assert operator_client.get(f"{LIST}not-a-uuid").json() == {"detail": "trial not-a-uuid not found"}

@@ -14,7 +14,8 @@ from scoring.trials import selectors as trial_selectors
 from scoring.trials import services as trials
 from tests.support.criteria import criteria_text
 from tests.support.factories import make_go_session, make_score, make_session
-from tests.support.fake_llm import Error
+from tests.support.fake_llm import Error, Reply
+from tests.support.judge_replies import evaluated
 from tests.support.trials import candidate, marked, reference_in, reviewed, run_all, scripted_judge
 
 pytestmark = pytest.mark.django_db
@@ -55,7 +56,9 @@ def test_a_candidate_with_the_current_texts_is_refused(shipped_criteria):
         created_by="carol",
     )
     criteria_services.make_candidate(same.pk, changed_by="carol")
-    with pytest.raises(trials.TrialRejected, match="holds the texts current for every session drawn"):
+    with pytest.raises(
+        trials.TrialRejected, match="is what judges every session drawn now: nothing to compare"
+    ):
         trials.plan_trial(candidate_id=same.pk)
 
 
@@ -116,12 +119,59 @@ def test_the_dry_run_estimates_both_arms_of_every_session_and_writes_nothing(shi
     for score in (70, 30, 55):
         reviewed(score)
     plan = trials.plan_trial(candidate_id=candidate().pk, size=3, seed=1)
-    assert plan.estimate["scorings"] == 6 and plan.estimate["judge_model"] == "openai/gpt-4o-mini"
+    assert plan.estimate["scorings"] == 6
+    assert {arm["judge_model"] for arm in plan.estimate["arms"].values()} == {"openai/gpt-4o-mini"}
     assert plan.estimate["input_tokens"] > 6 * 100 and float(plan.estimate["cost_usd"]) > 0
     assert plan.estimate["would_fail"] == []
     assert {arm for by_arm in plan.hashes.values() for arm in by_arm} == {"candidate", "current"}
     assert all(by_arm["current"] == shipped_criteria.prompt_hash for by_arm in plan.hashes.values())
+    assert (
+        plan.estimate["cost_usd"]
+        == f"{sum(float(arm['cost_usd']) for arm in plan.estimate['arms'].values()):.4f}"
+    )
     assert not TrialScoring.objects.exists()
+
+
+def test_a_judge_model_alone_is_a_candidate_and_what_judges_now_is_refused(shipped_criteria, settings):
+    settings.SCORING_LLM_MODEL = "openai/gpt-4o-mini"
+    reviewed(70)
+    with pytest.raises(trials.TrialRejected, match="a trial needs a candidate"):
+        trials.plan_trial()
+    with pytest.raises(trials.TrialRejected, match="nothing to compare"):
+        trials.plan_trial(candidate_model="openai/gpt-4o-mini")  # the configured model
+    with pytest.raises(trials.TrialRejected, match="litellm cannot place the judge model 'no-such-model'"):
+        trials.plan_trial(candidate_model="no-such-model")
+    plan = trials.plan_trial(candidate_model="openai/gpt-4o")
+    assert plan.candidate is None and plan.models == {"candidate": "openai/gpt-4o", "current": ""}
+    (by_arm,) = plan.hashes.values()
+    assert by_arm == {"candidate": shipped_criteria.prompt_hash, "current": shipped_criteria.prompt_hash}
+    arms = plan.estimate["arms"]
+    assert (
+        arms["candidate"]["judge_model"] == "openai/gpt-4o"
+        and arms["current"]["judge_model"] == "openai/gpt-4o-mini"
+    )
+    # gpt-4o costs more than gpt-4o-mini for the same prompt
+    assert float(arms["candidate"]["cost_usd"]) > 5 * float(arms["current"]["cost_usd"])
+
+
+def test_a_trial_of_a_judge_model_sends_its_arm_to_that_model(shipped_criteria, judge_llm):
+    reviewed(70)
+    trial = trials.start_trial(
+        trials.plan_trial(candidate_model="openai/fake-judge-large"), created_by="carol"
+    )
+    assert trial.candidate_label == "openai/fake-judge-large"
+    judge_llm.set_default(
+        lambda body: Reply(evaluated("80" if body["model"] == "fake-judge-large" else "50"))
+    )
+    run_all()
+    models = {request.body["model"] for request in judge_llm.requests}
+    assert models == {"fake-judge-large", "fake-judge"}
+    candidate_scoring = trial.scorings.get(arm="candidate")
+    assert (candidate_scoring.total_score, candidate_scoring.judge_model) == (80, "openai/fake-judge-large")
+    assert candidate_scoring.transcript["model"] == "openai/fake-judge-large"
+    current_scoring = trial.scorings.get(arm="current")
+    assert (current_scoring.total_score, current_scoring.judge_model) == (50, "openai/fake-judge")
+    assert trial_selectors.results(trial)["arms"]["candidate"]["judge_models"] == ["openai/fake-judge-large"]
 
 
 # --- Running -------------------------------------------------------------------------------
