@@ -235,13 +235,7 @@ def run_claimed_trial_scoring(scoring: TrialScoring) -> TrialScoring | None:
             wait = services.quota_wait(scoring.rate_limited_since_us, exc)
             if wait.gives_up:
                 return fail_trial_scoring(scoring.pk, wait.gives_up, transcript=transcript.as_json())
-            return _write(
-                scoring.pk,
-                ScoringStatus.PENDING,
-                due_at_us=wait.due_us,
-                rate_limited_since_us=wait.since_us,
-                waiting_reason=wait.reason,
-            )
+            return _wait_for_quota(scoring, wait, transcript)
         except errors.JudgeLLMError as exc:
             return fail_trial_scoring(
                 scoring.pk,
@@ -271,6 +265,22 @@ def run_claimed_trial_scoring(scoring: TrialScoring) -> TrialScoring | None:
             input_coverage=result.input_coverage,
             transcript=transcript.as_json(),
             completed_at_us=services.now_us(),
+        )
+
+
+def _wait_for_quota(scoring: TrialScoring, wait: services.QuotaWait, transcript) -> TrialScoring | None:
+    """Back to pending until the quota's due time; failed instead if its trial was cancelled
+    meanwhile (the trial's row held, so that a cancel cannot pass between)."""
+    with transaction.atomic():
+        running = Trial.objects.select_for_update().filter(pk=scoring.trial_id, status=TrialStatus.RUNNING)
+        if not running.exists():
+            return fail_trial_scoring(scoring.pk, "trial cancelled", transcript=transcript.as_json())
+        return _write(
+            scoring.pk,
+            ScoringStatus.PENDING,
+            due_at_us=wait.due_us,
+            rate_limited_since_us=wait.since_us,
+            waiting_reason=wait.reason,
         )
 
 

@@ -240,7 +240,8 @@ def test_below_the_minimum_the_figures_are_withheld_with_the_reason(shipped_crit
     assert figures["arms"]["candidate"]["completed"] == 2  # what ran is still said
 
 
-def test_a_quota_sends_a_trial_scoring_back_until_the_provider_says(shipped_criteria, judge_llm):
+def test_a_quota_sends_a_trial_scoring_back_until_the_provider_says(shipped_criteria, judge_llm, settings):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0  # every 429 sends the scoring back to the queue
     reviewed(70)
     trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
     judge_llm.set_default(Error(429, "rate limited", headers={"Retry-After": "30"}))
@@ -253,6 +254,22 @@ def test_a_quota_sends_a_trial_scoring_back_until_the_provider_says(shipped_crit
     assert [s.pk for s in trials.claim_pending_trial_scorings(5)] == [
         s.pk for s in trial.scorings.exclude(pk=claimed.pk)
     ]
+
+
+def test_a_trial_scoring_rate_limited_after_its_trial_was_cancelled_fails(
+    shipped_criteria, judge_llm, settings
+):
+    settings.SCORING_LLM_MAX_RETRY_AFTER_S = 0
+    reviewed(70)
+    trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
+    (claimed, _) = trials.claim_pending_trial_scorings(2)
+    trials.cancel_trial(trial.pk, cancelled_by="dave")
+    judge_llm.set_default(Error(429, "rate limited", headers={"Retry-After": "30"}))
+
+    ended = trials.run_claimed_trial_scoring(claimed)
+
+    assert ended.status == "failed" and ended.error_message == "trial cancelled"
+    assert trials.claim_pending_trial_scorings(5) == []
 
 
 def test_a_judge_failure_fails_the_trial_scoring_with_its_transcript(shipped_criteria, judge_llm):
