@@ -341,6 +341,12 @@ def wake_workers(new_scores: int) -> None:
 # --- Running a score (in a worker) ------------------------------------------------------
 
 
+def share_of_slots(share: float, slots: int) -> int:
+    """How many of ``slots`` judge slots a kind of job with this ``share`` may hold at once:
+    rounded down, but one at least (else no such job would ever run)."""
+    return max(1, math.floor(share * slots))
+
+
 def claim_room(limit: int) -> int:
     """Inside the caller's transaction: take the claims' turn, and return how many judge
     jobs (scorings or reports) it may claim, at most ``limit``, so that no more than

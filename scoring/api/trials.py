@@ -15,6 +15,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from scoring import failures
 from scoring.api.criteria import CriteriaWriteAllowed
 from scoring.api.errors import DetailErrorSerializer, field_errors
 from scoring.api.permissions import StaffOnly
@@ -34,6 +35,7 @@ class TrialCreateSerializer(serializers.Serializer):
         required=False,
         allow_blank=True,
         default="",
+        max_length=255,
         help_text="The judge model to try (litellm's name), reached through the configured API base and key; "
         "empty: the configured model judges both arms. One of the two at least.",
     )
@@ -56,6 +58,15 @@ class TrialCreateSerializer(serializers.Serializer):
         default=None,
         min_value=0,
         help_text="The seed of the draw (default: random): the same sessions and seed draw the same sample.",
+    )
+    session_ids = serializers.ListField(
+        child=serializers.UUIDField(),
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=services.MAX_TRIAL_SIZE,
+        help_text="A dry run's session_ids, to start the trial on the very sample it showed (each must still "
+        "be in the pool); instead of drawing one.",
     )
     description = serializers.CharField(required=False, allow_blank=True, default="")
     dry_run = serializers.BooleanField(
@@ -128,6 +139,9 @@ class TrialSerializer(serializers.ModelSerializer):
 
 class TrialScoringSerializer(serializers.ModelSerializer):
     scoring_id = serializers.IntegerField(source="id", read_only=True)
+    error_message = serializers.SerializerMethodField(
+        help_text="Why it failed: the recorded error for staff, a reason for others (as a score's)."
+    )
 
     class Meta:
         model = TrialScoring
@@ -138,28 +152,29 @@ class TrialScoringSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
         read_only_fields = fields
 
+    def get_error_message(self, scoring: TrialScoring) -> str | None:
+        request = self.context.get("request")
+        return failures.for_caller(scoring.error_message, request.user if request else None)
+
 
 class TrialDetailSerializer(TrialSerializer):
     results = serializers.SerializerMethodField(
         help_text=(
-            'The figures (docs/insights.md, "Trials"): paired_sessions, too_few_reviews and reason; for '
+            'The figures (docs/insights.md, "Trials"): paired_sessions; n (the sessions each figure rests '
+            "on), too_few (those withheld below minimum_n), too_few_reviews and reason (by figure); for "
             "each arm (candidate, current) mean_abs_diff, spearman_rho, weighted_kappa, each with its 95 % "
             "bootstrap interval (<figure>_ci), the confusion table by band, cost per scoring and mean "
             "spread; differences (candidate − current of each figure, and the mean shift of the totals: "
             "difference, ci, significant); and largest_differences."
         )
     )
-    scorings = serializers.SerializerMethodField(help_text="Each session under each arm, with its outcome.")
 
     class Meta(TrialSerializer.Meta):
-        fields = [*TrialSerializer.Meta.fields, "results", "scorings"]
+        fields = [*TrialSerializer.Meta.fields, "results"]
         read_only_fields = fields
 
     def get_results(self, trial: Trial) -> dict:
         return selectors.results(trial)
-
-    def get_scorings(self, trial: Trial) -> list[dict]:
-        return TrialScoringSerializer(selectors.scorings(trial), many=True).data
 
 
 class TrialScoringTranscriptSerializer(TrialScoringSerializer):
@@ -306,6 +321,7 @@ class TrialListView(generics.ListAPIView):
                 alert_type=data["alert_type"],
                 chain_id=data["chain_id"],
                 seed=data["seed"],
+                session_ids=data["session_ids"],
             )
         except services.TrialRejected as exc:
             return _refused(exc)
@@ -330,8 +346,8 @@ class TrialDetailView(APIView):
 
     @extend_schema(
         summary="Get a trial with its figures",
-        description="The trial, its progress, its figures so far (over the sessions both arms completed) and "
-        "each of its scorings.",
+        description="The trial, its progress and its figures so far (over the sessions both arms completed); "
+        "its scorings are listed at `scorings`.",
         responses={200: TrialDetailSerializer, 401: _ERRORS[401], **_NOT_FOUND},
     )
     def get(self, request, trial_id: str):
@@ -377,4 +393,21 @@ class TrialScoringView(APIView):
         scoring = _trial(trial_id).scorings.filter(pk=scoring_id).first()
         if scoring is None:
             raise NotFound(f"trial {trial_id} has no scoring {scoring_id}")
-        return Response(TrialScoringTranscriptSerializer(scoring).data)
+        return Response(TrialScoringTranscriptSerializer(scoring, context={"request": request}).data)
+
+
+class TrialScoringListView(generics.ListAPIView):
+    permission_classes = [IsAuthenticated]
+    queryset = TrialScoring.objects.none()  # for the schema; reads go through selectors
+    serializer_class = TrialScoringSerializer
+
+    @extend_schema(
+        summary="List a trial's scorings",
+        description="Each session under each arm, with its outcome, by session then arm, 50 a page.",
+        responses={200: TrialScoringSerializer(many=True), 401: _ERRORS[401], **_NOT_FOUND},
+    )
+    def get(self, request, trial_id: str):
+        page = self.paginate_queryset(selectors.scorings(_trial(trial_id)))
+        return self.get_paginated_response(
+            TrialScoringSerializer(page, many=True, context={"request": request}).data
+        )

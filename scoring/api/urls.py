@@ -17,7 +17,13 @@ from scoring.api.reviews import ScoreReviewsView
 from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 from scoring.api.transcripts import ScoreTranscriptView
-from scoring.api.trials import TrialCancelView, TrialDetailView, TrialListView, TrialScoringView
+from scoring.api.trials import (
+    TrialCancelView,
+    TrialDetailView,
+    TrialListView,
+    TrialScoringListView,
+    TrialScoringView,
+)
 
 # Stand-ins for the ids in the links, and what the root shows in their place.
 ID_PLACEHOLDERS = {
@@ -100,6 +106,7 @@ urlpatterns = [
     path("scoring/trials/", TrialListView.as_view(), name="trials"),
     path("scoring/trials/<str:trial_id>", TrialDetailView.as_view(), name="trial"),
     path("scoring/trials/<str:trial_id>/cancel", TrialCancelView.as_view(), name="trial-cancel"),
+    path("scoring/trials/<str:trial_id>/scorings", TrialScoringListView.as_view(), name="trial-scorings"),
     path(
         "scoring/trials/<str:trial_id>/scorings/<int:scoring_id>",
         TrialScoringView.as_view(),

@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -115,10 +116,10 @@ def share_held_counts(processes: int) -> HeldCounts:
 class ClaimedJob:
     """A judge job this process claimed: how to run it to its end, and how to fail it."""
 
-    name: str  # "score <id>", "report <id>"
+    name: str  # "score <id>", "report <id>", "trial scoring <id>"
     run: Callable[[], object]
     fail: Callable[[str], object]
-    is_report: bool = False
+    kind: str = "score"  # or "report", "trial": the kinds that hold a share of the slots at most
 
 
 def _score_job(score) -> ClaimedJob:
@@ -134,6 +135,7 @@ def _trial_job(scoring) -> ClaimedJob:
         f"trial scoring {scoring.pk}",
         partial(trial_services.run_claimed_trial_scoring, scoring),
         partial(trial_services.fail_trial_scoring, scoring.pk),
+        kind="trial",
     )
 
 
@@ -142,7 +144,7 @@ def _report_job(report) -> ClaimedJob:
         f"report {report.report_id}",
         partial(reports.run_claimed_report, report),
         partial(reports.fail_report, report.report_id),
-        is_report=True,
+        kind="report",
     )
 
 
@@ -213,23 +215,27 @@ class JudgeRuntime:
     def _claim(self, limit: int) -> list[ClaimedJob]:
         """Reports first (few, and someone waits on each), as far as they stay within their
         share of this process's slots (``reports.report_slots``), then scores for the slots left,
-        then trial scorings (a trial never holds back the service's own scorings)."""
+        then trial scorings within their share (``trial_services.trial_slots``): a queue of
+        reports or a trial of hundreds of sessions never holds every slot."""
         with self._lock:
-            held_reports = sum(job.is_report for job in self._held.values())
-        report_room = min(limit, reports.report_slots(self.slots) - held_reports)
-        jobs = []
-        for what, claim, job, room in (
-            ("reports", reports.claim_pending_reports, _report_job, report_room),
-            ("scores", services.claim_pending_scores, _score_job, limit),
-            ("trial scorings", trial_services.claim_pending_trial_scorings, _trial_job, limit),
-        ):
-            if len(jobs) >= room:
-                continue
-            try:
-                jobs += [job(claimed) for claimed in claim(room - len(jobs))]
-            except Exception:  # the database is away; the dispatcher must outlive it
-                logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
+            held = Counter(job.kind for job in self._held.values())
+        report_room = min(limit, reports.report_slots(self.slots) - held["report"])
+        jobs = self._claim_kind("reports", reports.claim_pending_reports, _report_job, report_room)
+        jobs += self._claim_kind("scores", services.claim_pending_scores, _score_job, limit - len(jobs))
+        trial_room = min(limit - len(jobs), trial_services.trial_slots(self.slots) - held["trial"])
+        jobs += self._claim_kind(
+            "trial scorings", trial_services.claim_pending_trial_scorings, _trial_job, trial_room
+        )
         return jobs
+
+    def _claim_kind(self, what: str, claim, job, room: int) -> list[ClaimedJob]:
+        if room <= 0:
+            return []
+        try:
+            return [job(claimed) for claimed in claim(room)]
+        except Exception:  # the database is away; the dispatcher must outlive it
+            logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
+            return []
 
     def _run(self, job: ClaimedJob) -> None:
         try:

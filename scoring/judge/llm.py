@@ -375,14 +375,13 @@ def model_input_window() -> int | None:
     return _listed_input_window(sampling.judge_model())
 
 
-def is_known_model(model: str) -> bool:
-    """Whether litellm can place ``model`` with a provider (``openai/...``, ``gpt-4o``): a
-    model it cannot would fail every call to it."""
+def provider_of(model: str) -> str | None:
+    """The provider litellm sends ``model``'s calls to (``openai`` for ``openai/...`` and
+    ``gpt-4o``); None for a model it cannot place, whose every call would fail."""
     try:
-        _litellm().get_llm_provider(model)
+        return _litellm().get_llm_provider(model)[1]
     except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it cannot place
-        return False
-    return True
+        return None
 
 
 @cache

@@ -13,8 +13,9 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import lru_cache
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 
 from scoring import selectors
 from scoring.criteria import selectors as criteria_selectors
@@ -63,16 +64,26 @@ def pool(
     version: CriteriaVersion | None, *, alert_type: str = "", chain_id: str = ""
 ) -> QuerySet[AlertSession]:
     """The finished sessions a trial may draw: those with a review of ours or a Go TARSy
-    reviewer's rating, of the candidate ``version``'s own scope (its alert type or chain; all
-    with none), and of ``alert_type`` and ``chain_id`` when given."""
+    reviewer's rating, that the candidate ``version`` would judge if promoted (of its scope, and
+    not of a narrower scope with a current version of its own: an alert type's wins over a
+    chain's, which wins over the global one; all sessions for a candidate model alone), and of
+    ``alert_type`` and ``chain_id`` when given."""
     reviewed = ScoreReview.objects.filter(score__session=OuterRef("pk"))
     sessions = AlertSession.objects.filter(status__in=SessionStatus.terminal_values()).filter(
         Exists(reviewed) | ~Q(source_quality_rating="")
     )
-    if version is not None and version.scope == CriteriaScope.ALERT_TYPE:
-        sessions = sessions.filter(alert_type=version.scope_value)
-    elif version is not None and version.scope == CriteriaScope.CHAIN:
-        sessions = sessions.filter(chain_id=version.scope_value)
+    if version is not None:
+        current = criteria_selectors.current_criteria()
+        if version.scope == CriteriaScope.ALERT_TYPE:
+            sessions = sessions.filter(alert_type=version.scope_value)
+        elif version.scope == CriteriaScope.CHAIN:
+            sessions = sessions.filter(chain_id=version.scope_value).exclude(
+                alert_type__in=current.by_alert_type
+            )
+        else:
+            sessions = sessions.exclude(alert_type__in=current.by_alert_type).exclude(
+                chain_id__in=current.by_chain
+            )
     if alert_type:
         sessions = sessions.filter(alert_type=alert_type)
     if chain_id:
@@ -224,24 +235,34 @@ def scorings(trial: Trial) -> QuerySet[TrialScoring]:
 
 
 def results(trial: Trial) -> dict:
-    """The trial's figures (docs/insights.md, "Trials"): for each arm, over the sessions both
-    arms completed (``paired_sessions``), agreement with the reviewers with 95 % bootstrap
-    intervals and the confusion table by band; the paired differences candidate − current and
-    whether each is significant; the mean shift of the totals; the spread of k samples; the cost
-    per scoring; and the sessions where the arms differ most. Below ``minimum_sessions()`` paired
-    sessions the figures are withheld with a reason."""
+    """The trial's figures (docs/insights.md, "Trials"), remembered per process while none of
+    what they are computed from changes: its ended scorings, the reviews, its sessions (a sync
+    rewrites a rating) and the minimum (the bootstrap costs seconds for hundreds of sessions)."""
+    ended = trial.scorings.filter(status__in=ScoringStatus.terminal_values()).count()
+    newest_review = ScoreReview.objects.aggregate(newest=Max("id"))["newest"]
+    sessions_changed = AlertSession.objects.filter(pk__in=trial.scorings.values("session_id")).aggregate(
+        changed=Max("updated_at")
+    )["changed"]
+    return _results(trial.pk, ended, newest_review, sessions_changed, minimum_sessions())
+
+
+@lru_cache(maxsize=64)
+def _results(trial_id, ended: int, newest_review, sessions_changed, minimum: int) -> dict:
+    """For each arm, over the sessions both arms completed (``paired_sessions``), agreement
+    with the reviewers with 95 % bootstrap intervals and the confusion table by band; the paired
+    differences candidate − current and whether each is significant; the mean shift of the
+    totals; the spread of k samples; the cost per scoring; and the sessions where the arms
+    differ most. Each figure says the sessions it rests on (``n``: MAE and ρ those with a
+    reference score, κ and the mean shift every paired one) and is withheld below
+    ``minimum_sessions()`` of them."""
     rows = list(
-        trial.scorings.filter(status=ScoringStatus.COMPLETED, total_score__isnull=False).values(
-            "session_id",
-            "arm",
-            "judge_model",
-            "total_score",
-            "cost_usd",
-            "score_spread",
-            "input_tokens",
+        TrialScoring.objects.filter(
+            trial_id=trial_id, status=ScoringStatus.COMPLETED, total_score__isnull=False
+        ).values(
+            "session_id", "arm", "judge_model", "total_score", "cost_usd", "score_spread", "input_tokens",
             "output_tokens",
         )
-    )
+    )  # fmt: skip
     by_session = defaultdict(dict)
     for row in rows:
         by_session[str(row["session_id"])][row["arm"]] = row
@@ -258,41 +279,49 @@ def results(trial: Trial) -> dict:
         if len(arms) == 2 and session in found
     }
     units = tuple(paired.values())
-    too_few = len(units) < minimum_sessions()
-    figures = {
+    n = {name: len(_over(name, units)) for name in FIGURES}
+    too_few = [name for name in FIGURES if n[name] < minimum]
+    return {
         "paired_sessions": len(units),
-        "minimum_n": minimum_sessions(),
-        "too_few_reviews": too_few,
-        "reason": too_few_reason(len(units)) if too_few else None,
+        "n": n,
+        "minimum_n": minimum,
+        "too_few": too_few,
+        "too_few_reviews": bool(too_few),
+        "reason": {name: too_few_reason(n[name]) for name in too_few},
         "arms": {arm: _arm_figures(arm, units, rows, too_few) for arm in ARM_COLUMN},
-        "differences": {} if too_few else _differences(units),
+        "differences": _differences(units, too_few),
         "largest_differences": _largest_differences(paired),
     }
-    return figures
 
 
 # Which position of a paired unit holds each arm's total.
 ARM_COLUMN = {TrialArm.CANDIDATE.value: 0, TrialArm.CURRENT.value: 1}
+# The figures, each with whether it needs the reference's score (else its band will do).
+FIGURES = {"mean_abs_diff": True, "spearman_rho": True, "weighted_kappa": False, "mean_shift": False}
 
 
-def _scored(units, column: int) -> tuple[list[int], list[int]]:
-    """The arm's totals and the reviewers' scores, over the units with a reference score."""
-    with_score = [unit for unit in units if unit[2] is not None]
-    return [unit[column] for unit in with_score], [unit[2] for unit in with_score]
+def _over(name: str, units) -> list:
+    """The units a figure is computed over: those with a reference score where it needs one."""
+    return [unit for unit in units if unit[2] is not None] if FIGURES[name] else list(units)
 
 
 def _figures_of(column: int) -> dict:
-    """Each agreement figure of an arm, as a function of units (for the whole and the bootstrap)."""
+    """Each agreement figure of an arm, as a function of the units it is computed over (for the
+    whole and the bootstrap)."""
+
+    def scored(units):
+        return [unit[column] for unit in units], [unit[2] for unit in units]
+
     return {
-        "mean_abs_diff": lambda units: mean_abs_diff(*_scored(units, column)),
-        "spearman_rho": lambda units: spearman_rho(*_scored(units, column)),
+        "mean_abs_diff": lambda units: mean_abs_diff(*scored(units)),
+        "spearman_rho": lambda units: spearman_rho(*scored(units)),
         "weighted_kappa": lambda units: weighted_kappa(
             [BAND_OF_TOTAL[unit[column]] for unit in units], [unit[3] for unit in units], BAND_KEYS
         ),
     }
 
 
-def _arm_figures(arm: str, units: tuple, rows: list[dict], too_few: bool) -> dict:
+def _arm_figures(arm: str, units: tuple, rows: list[dict], too_few: list[str]) -> dict:
     column = ARM_COLUMN[arm]
     mine = [row for row in rows if row["arm"] == arm]
     costs = [row["cost_usd"] for row in mine if row["cost_usd"] is not None]
@@ -308,39 +337,37 @@ def _arm_figures(arm: str, units: tuple, rows: list[dict], too_few: bool) -> dic
             [BAND_OF_TOTAL[unit[column]] for unit in units], [unit[3] for unit in units], BAND_KEYS, BAND_KEYS
         ),
     }
-    of = _figures_of(column)
-    intervals = {} if too_few else bootstrap_intervals(units, of)
-    for name, figure in of.items():
-        value = None if too_few else figure(list(units))
-        figures[name] = None if value is None else round(value, 3)
-        interval = intervals.get(name)
+    for name, figure in _figures_of(column).items():
+        over = _over(name, units)
+        given = name not in too_few
+        interval = bootstrap_intervals(over, {name: figure})[name] if given else None
+        figures[name] = _rounded(figure(over)) if given else None
         figures[f"{name}_ci"] = None if interval is None else [round(end, 3) for end in interval]
     return figures
 
 
-def _differences(units: tuple) -> dict:
-    """candidate − current of each figure over the same sessions, with its paired 95 % interval
-    and whether it leaves out 0; and the mean shift of the totals."""
+def _differences(units: tuple, too_few: list[str]) -> dict:
+    """candidate − current of each figure given, over the same sessions, with its paired 95 %
+    interval and whether it leaves out 0; and the mean shift of the totals."""
     candidate, current = _figures_of(0), _figures_of(1)
+    paired = {name: (candidate[name], current[name]) for name in candidate}
+    paired["mean_shift"] = (_mean_total(0), _mean_total(1))
     found = {}
-    for name in candidate:
-        difference = paired_difference(units, candidate[name], current[name])
+    for name, (first, second) in paired.items():
+        if name in too_few:
+            continue
+        difference = paired_difference(_over(name, units), first, second)
         found[name] = {
             "difference": _rounded(difference["difference"]),
             "ci": None if difference["ci"] is None else [round(end, 3) for end in difference["ci"]],
             "significant": difference["significant"],
         }
-    shift = bootstrap_intervals(units, {"shift": _mean_shift})["shift"]
-    found["mean_shift"] = {
-        "difference": _rounded(_mean_shift(list(units))),
-        "ci": None if shift is None else [round(end, 3) for end in shift],
-        "significant": shift is not None and (shift[0] > 0 or shift[1] < 0),
-    }
     return found
 
 
-def _mean_shift(units: list) -> float | None:
-    return statistics.fmean(unit[0] - unit[1] for unit in units) if units else None
+def _mean_total(column: int):
+    """An arm's mean total over units: the mean shift is the paired difference of two of these."""
+    return lambda units: statistics.fmean(unit[column] for unit in units) if units else None
 
 
 def _largest_differences(paired: dict) -> list[dict]:

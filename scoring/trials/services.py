@@ -69,12 +69,15 @@ def plan_trial(
     alert_type: str = "",
     chain_id: str = "",
     seed: int | None = None,
+    session_ids: list | None = None,
 ) -> TrialPlan:
     """Draw a trial's sample and estimate its cost, writing nothing: the dry run, and the first
     step of ``start_trial``. The candidate is a criteria version (a candidate), a judge model
-    (reached through the configured API base and key), or both. Raises ``TrialRejected`` for
-    neither, a version that is not a candidate, a model litellm cannot place, a size out of
-    range, a pool with no reviewed session, or a candidate that is what judges now."""
+    (reached through the configured API base and key), or both. ``session_ids`` (a dry run's)
+    are taken as the sample instead of drawing one. Raises ``TrialRejected`` for neither, a
+    version that is not a candidate, a model litellm cannot place or of another provider, a
+    size out of range, a session not in the pool, a pool with no reviewed session, or a
+    candidate that is what judges now."""
     candidate_model = candidate_model.strip()
     if candidate_id is None and not candidate_model:
         raise TrialRejected("a trial needs a candidate: a criteria version, a judge model, or both")
@@ -88,13 +91,17 @@ def plan_trial(
                 f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts "
                 "are frozen, so every trial scoring carries its hash); make it a candidate first"
             )
-    if candidate_model and not llm.is_known_model(candidate_model):
-        raise TrialRejected(f"litellm cannot place the judge model {candidate_model!r} (provider/model, say)")
+    if candidate_model:
+        _check_model(candidate_model)
     if not 1 <= size <= MAX_TRIAL_SIZE:
         raise TrialRejected(f"size must be from 1 to {MAX_TRIAL_SIZE} sessions, not {size}")
     seed = secrets.randbelow(2**31) if seed is None else seed
     pool = trial_selectors.pool(version, alert_type=alert_type, chain_id=chain_id)
-    sample = trial_selectors.stratified_sample(pool, size, seed)
+    if session_ids is None:
+        sample = trial_selectors.stratified_sample(pool, size, seed)
+    else:  # the sample a dry run drew, as it was shown
+        sample = _in_pool(pool, session_ids)
+        size = len(sample)
     if not sample:
         scope = version.scope_label if version is not None else "any"
         raise TrialRejected(
@@ -118,6 +125,37 @@ def plan_trial(
         raise TrialRejected("the candidate is what judges every session drawn now: nothing to compare")
     estimate = trial_selectors.estimate(sessions, hashes, models)
     return TrialPlan(version, candidate_model, size, alert_type, chain_id, seed, hashes, models, estimate)
+
+
+def _in_pool(pool, session_ids: list) -> list[str]:
+    """``session_ids`` (as str), each checked to be in the trial's pool: a review deleted, a
+    version promoted since the dry run drew them would change what they measure."""
+    wanted = sorted({str(session_id) for session_id in session_ids})
+    if not 1 <= len(wanted) <= MAX_TRIAL_SIZE:
+        raise TrialRejected(f"session_ids must name from 1 to {MAX_TRIAL_SIZE} sessions, not {len(wanted)}")
+    found = {str(session_id) for session_id in pool.filter(pk__in=wanted).values_list("pk", flat=True)}
+    missing = [session_id for session_id in wanted if session_id not in found]
+    if missing:
+        raise TrialRejected(
+            f"{len(missing)} of the session_ids are not in the trial's pool (finished, reviewed, of the "
+            f"candidate's scope) now: {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"
+        )
+    return wanted
+
+
+def _check_model(model: str) -> None:
+    """A candidate model is reached through the configured API base and key, which are for the
+    configured model's provider: a model of another provider would be sent that key."""
+    provider = llm.provider_of(model)
+    if provider is None:
+        raise TrialRejected(f"litellm cannot place the judge model {model!r} (provider/model, say)")
+    configured = llm.provider_of(settings.SCORING_LLM_MODEL) if settings.SCORING_LLM_MODEL else None
+    if provider != configured:
+        raise TrialRejected(
+            f"the judge model {model!r} is {provider}'s, and a trial's model is reached through the "
+            f"configured API base and key, which are for {configured or 'no'} provider: try a model of the "
+            "same provider (through a gateway, any model it serves)"
+        )
 
 
 def _narrowed(alert_type: str, chain_id: str) -> str:
@@ -183,16 +221,24 @@ def cancel_trial(trial_id, *, cancelled_by: str) -> Trial:
 # --- Running a trial scoring (in a worker) ----------------------------------------------------
 
 
+def trial_slots(slots: int) -> int:
+    """How many of ``slots`` judge slots trial scorings may hold at once (SCORING_TRIAL_SLOT_SHARE)."""
+    return services.share_of_slots(settings.SCORING_TRIAL_SLOT_SHARE, slots)
+
+
 def claim_pending_trial_scorings(limit: int) -> list[TrialScoring]:
     """pending -> in_progress for up to ``limit`` of the oldest due trial scorings, within the
-    judge jobs' limit across all workers (``services.claim_room``); returns those claimed."""
+    judge jobs' limit across all workers (``services.claim_room``), of which they hold their
+    share at most (``trial_slots``); returns those claimed."""
     due = TrialScoring.objects.filter(status=ScoringStatus.PENDING, due_at_us__lte=services.now_us())
     if not due.exists():  # idle workers poll: a plain read first, with no write lock
         return []
 
     def write() -> list[TrialScoring]:
         with transaction.atomic():
-            room = services.claim_room(limit)
+            room = services.claim_room(limit)  # takes the claims' turn: the count below is exact
+            in_progress = TrialScoring.objects.filter(status=ScoringStatus.IN_PROGRESS).count()
+            room = min(room, trial_slots(settings.SCORING_MAX_IN_FLIGHT) - in_progress)
             if room <= 0:
                 return []
             now = services.now_us()
@@ -301,19 +347,26 @@ def _write(scoring_id, status: str, **values) -> TrialScoring | None:
         if not moved:
             return None
         scoring = TrialScoring.objects.defer("transcript").get(pk=scoring_id)
-        active = TrialScoring.objects.filter(
-            trial_id=scoring.trial_id, status__in=ScoringStatus.active_values()
-        )
-        if not active.exists():
-            Trial.objects.filter(pk=scoring.trial_id, status=TrialStatus.RUNNING).update(
-                status=TrialStatus.COMPLETED, ended_at_us=services.now_us()
-            )
+        end_if_done(scoring.trial_id)
     return scoring
+
+
+def end_if_done(trial_id) -> bool:
+    """Inside the caller's transaction: a running trial none of whose scorings is active ends
+    (completed). The trial's row is held first, so that two workers ending its last two scorings
+    at once do not each see the other's still active."""
+    running = Trial.objects.select_for_update().filter(pk=trial_id, status=TrialStatus.RUNNING)
+    if not running.exists():
+        return False
+    if TrialScoring.objects.filter(trial_id=trial_id, status__in=ScoringStatus.active_values()).exists():
+        return False
+    return bool(running.update(status=TrialStatus.COMPLETED, ended_at_us=services.now_us()))
 
 
 def expire_stale_trial_scorings() -> int:
     """Fail the trial scorings in progress for longer than SCORING_JOB_TIMEOUT_S (their worker
-    stopped); return how many. A pending one is never lost: the row is the job."""
+    stopped), and end the running trials with none active; return how many scorings failed. A
+    pending one is never lost: the row is the job."""
     stale = selectors.stale_jobs(
         TrialScoring.objects.all(),
         pending_since="due_at_us",
@@ -321,4 +374,9 @@ def expire_stale_trial_scorings() -> int:
         queue_limit_s=None,
         now_us=services.now_us(),
     )
-    return sum(fail_trial_scoring(scoring_id, reason) is not None for scoring_id, reason in stale)
+    failed = sum(fail_trial_scoring(scoring_id, reason) is not None for scoring_id, reason in stale)
+    # And a trial whose last scoring ended without ending it (a write lost with its worker).
+    for trial_id in Trial.objects.filter(status=TrialStatus.RUNNING).values_list("pk", flat=True):
+        with transaction.atomic():
+            end_if_done(trial_id)
+    return failed

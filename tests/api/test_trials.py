@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from scoring.models import SessionScore, Trial
 from tests.support.factories import proxy_client
+from tests.support.fake_llm import Error
 from tests.support.trials import candidate, marked, reference_in, reviewed, run_all, scripted_judge
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_criteria")]
@@ -48,7 +49,7 @@ def test_a_candidate_tried_on_30_reviewed_sessions_from_the_api(writer, staff_cl
 
     started = writer.post(
         LIST,
-        {"candidate_version_id": version.pk, "size": 30, "seed": body["seed"], "description": "logs first"},
+        {"candidate_version_id": version.pk, "session_ids": body["session_ids"], "description": "logs first"},
         format="json",
     )
 
@@ -57,9 +58,8 @@ def test_a_candidate_tried_on_30_reviewed_sessions_from_the_api(writer, staff_cl
     assert trial["status"] == "running" and trial["created_by"] == "carol"
     assert trial["progress"] == {"pending": 60, "in_progress": 0, "completed": 0, "failed": 0, "total": 60}
     detail_url = f"{LIST}{trial['trial_id']}"
-    assert sorted({s["session_id"] for s in writer.get(detail_url).json()["scorings"]}) == sorted(
-        body["session_ids"]
-    )  # the dry run's very sample
+    first_page = writer.get(f"{detail_url}/scorings").json()
+    assert first_page["count"] == 60 and len(first_page["results"]) == 50
 
     scripted_judge(judge_llm, lambda prompt: min(100, reference_in(prompt) + 3), lambda prompt: 50)
     run_all()
@@ -77,7 +77,7 @@ def test_a_candidate_tried_on_30_reviewed_sessions_from_the_api(writer, staff_cl
     assert len(results["largest_differences"]) == 10
     assert SessionScore.objects.count() == scores_before
 
-    one = detail["scorings"][0]
+    one = writer.get(f"{detail_url}/scorings").json()["results"][0]
     transcript = staff_client.get(f"{detail_url}/scorings/{one['scoring_id']}").json()
     assert transcript["transcript"]["conversations"][0]["messages"][0]["role"] == "user"
     assert transcript["score_analysis"]
@@ -121,10 +121,23 @@ def test_a_judge_model_is_tried_from_the_api_and_a_request_with_no_candidate_is_
     assert trial["candidate_version_id"] is None and trial["candidate_model"] == "openai/fake-judge-large"
     assert trial["estimate"]["arms"]["candidate"]["judge_model"] == "openai/fake-judge-large"
     assert trial["estimate"]["arms"]["current"]["judge_model"] == "openai/fake-judge"
-    scorings = writer.get(f"{LIST}{trial['trial_id']}").json()["scorings"]
+    scorings = writer.get(f"{LIST}{trial['trial_id']}/scorings").json()["results"]
     assert {(s["arm"], s["model"]) for s in scorings} == {
         ("candidate", "openai/fake-judge-large"), ("current", "")
     }  # fmt: skip
+
+
+def test_a_failed_trial_scoring_says_a_reason_to_users_and_the_recorded_error_to_staff(
+    writer, staff_client, judge_llm
+):
+    reviewed(70)
+    trial = writer.post(LIST, {"candidate_version_id": candidate().pk}, format="json").json()
+    judge_llm.set_default(Error(401, "Incorrect API key provided: sk-abc***"))
+    run_all()
+    url = f"{LIST}{trial['trial_id']}/scorings"
+    shown = writer.get(url).json()["results"][0]["error_message"]
+    recorded = staff_client.get(url).json()["results"][0]["error_message"]
+    assert "sk-abc" in recorded and "sk-abc" not in shown and shown
 
 
 def test_an_unknown_trial_is_not_found(operator_client):

@@ -12,7 +12,7 @@ from scoring.models import AlertSession, ScoringStatus, SessionScore, TrialScori
 from scoring.tasks import cleanup_orphans
 from scoring.trials import selectors as trial_selectors
 from scoring.trials import services as trials
-from tests.support.criteria import criteria_text
+from tests.support.criteria import criteria_text, make_current
 from tests.support.factories import make_go_session, make_score, make_session
 from tests.support.fake_llm import Error, Reply
 from tests.support.judge_replies import evaluated
@@ -141,6 +141,10 @@ def test_a_judge_model_alone_is_a_candidate_and_what_judges_now_is_refused(shipp
         trials.plan_trial(candidate_model="openai/gpt-4o-mini")  # the configured model
     with pytest.raises(trials.TrialRejected, match="litellm cannot place the judge model 'no-such-model'"):
         trials.plan_trial(candidate_model="no-such-model")
+    with pytest.raises(
+        trials.TrialRejected, match="is anthropic's, and a trial's model is reached through the"
+    ):
+        trials.plan_trial(candidate_model="anthropic/claude-3-5-sonnet-20240620")  # not sent the OpenAI key
     plan = trials.plan_trial(candidate_model="openai/gpt-4o")
     assert plan.candidate is None and plan.models == {"candidate": "openai/gpt-4o", "current": ""}
     (by_arm,) = plan.hashes.values()
@@ -235,9 +239,79 @@ def test_below_the_minimum_the_figures_are_withheld_with_the_reason(shipped_crit
     run_all()
     figures = trial_selectors.results(trial)
     assert figures["too_few_reviews"] and figures["paired_sessions"] == 2
-    assert figures["reason"] == "too few reviews: 2 sessions, a figure needs at least 5"
+    assert figures["reason"]["mean_abs_diff"] == "too few reviews: 2 sessions, a figure needs at least 5"
+    assert figures["n"] == {"mean_abs_diff": 2, "spearman_rho": 2, "weighted_kappa": 2, "mean_shift": 2}
     assert figures["arms"]["candidate"]["mean_abs_diff"] is None and figures["differences"] == {}
     assert figures["arms"]["candidate"]["completed"] == 2  # what ran is still said
+
+
+def test_sessions_with_a_tarsy_rating_alone_count_for_kappa_and_not_for_mae_or_rho(
+    shipped_criteria, judge_llm
+):
+    for score in (90, 20):
+        marked(score)
+    for rating in ("accurate", "inaccurate", "partially_accurate", "accurate", "inaccurate"):
+        make_go_session(rating=rating, alert_data={"note": "REF-50"})
+    scripted_judge(judge_llm, lambda prompt: reference_in(prompt), lambda prompt: 50)
+    trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
+    run_all()
+
+    figures = trial_selectors.results(trial)
+
+    assert figures["paired_sessions"] == 7
+    assert figures["n"] == {"mean_abs_diff": 2, "spearman_rho": 2, "weighted_kappa": 7, "mean_shift": 7}
+    assert figures["too_few"] == ["mean_abs_diff", "spearman_rho"] and figures["too_few_reviews"]
+    candidate_arm = figures["arms"]["candidate"]
+    assert candidate_arm["mean_abs_diff"] is None and candidate_arm["mean_abs_diff_ci"] is None
+    assert candidate_arm["weighted_kappa"] is not None and candidate_arm["weighted_kappa_ci"] is not None
+    assert set(figures["differences"]) == {"weighted_kappa", "mean_shift"}
+
+
+def test_the_figures_follow_a_review_recorded_after_the_trial_ended(shipped_criteria, judge_llm):
+    for score in (90, 80, 70, 30, 20):
+        marked(score)
+    scripted_judge(judge_llm, lambda prompt: reference_in(prompt), lambda prompt: 50)
+    trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
+    run_all()
+    assert trial_selectors.results(trial)["arms"]["candidate"]["mean_abs_diff"] == 0.0
+    session = trial.scorings.first().session
+    score = session.scores.first()
+    services.record_review(
+        score_id=score.score_id,
+        reviewer=User.objects.create_user("zoe"),
+        verdict="disagree",
+        reviewer_score=0,
+    )
+    assert trial_selectors.results(trial)["arms"]["candidate"]["mean_abs_diff"] > 0
+
+
+def test_the_pool_leaves_out_sessions_a_narrower_current_version_judges(shipped_criteria):
+    plain = reviewed(70)
+    on_chain = reviewed(60, chain_id="db-chain")
+    on_type = reviewed(50, alert_type="disk-full", chain_id="db-chain")
+    make_current("Chain", scope="chain", scope_value="db-chain")
+    make_current("Type", scope="alert_type", scope_value="disk-full")
+    assert {s.pk for s in trial_selectors.pool(candidate())} == {plain.pk}
+    chain_pool = trial_selectors.pool(candidate("C2", scope="chain", scope_value="db-chain"))
+    assert {s.pk for s in chain_pool} == {on_chain.pk}
+    type_pool = trial_selectors.pool(candidate("T2", scope="alert_type", scope_value="disk-full"))
+    assert {s.pk for s in type_pool} == {on_type.pk}
+    assert len(trial_selectors.pool(None)) == 3  # a model alone: every session
+
+
+def test_a_dry_runs_sessions_start_that_very_sample_or_are_refused_once_out_of_the_pool(shipped_criteria):
+    sessions = [reviewed(score) for score in (90, 70, 50, 30, 10, 80)]
+    version = candidate()
+    shown = trials.plan_trial(candidate_id=version.pk, size=3, seed=5).session_ids
+    reviewed(40)  # the pool changed since: the same seed might draw others
+    plan = trials.plan_trial(candidate_id=version.pk, session_ids=shown)
+    assert plan.session_ids == shown and plan.size == 3
+    gone = next(s for s in sessions if str(s.session_id) == shown[0])
+    AlertSession.objects.filter(pk=gone.pk).update(status="in_progress")
+    with pytest.raises(
+        trials.TrialRejected, match=f"1 of the session_ids are not in the trial's pool .*{gone.pk}"
+    ):
+        trials.plan_trial(candidate_id=version.pk, session_ids=shown)
 
 
 def test_a_quota_sends_a_trial_scoring_back_until_the_provider_says(shipped_criteria, judge_llm, settings):
@@ -303,6 +377,17 @@ def test_cancelling_fails_the_pending_scorings_unasked(shipped_criteria):
         trials.cancel_trial(trial.pk, cancelled_by="dave")
 
 
+def test_trial_scorings_hold_their_share_of_the_judge_jobs_in_flight(shipped_criteria, settings):
+    settings.SCORING_MAX_IN_FLIGHT, settings.SCORING_TRIAL_SLOT_SHARE = 4, 0.5
+    for score in (70, 40):
+        reviewed(score)
+    trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")  # four scorings
+    assert len(trials.claim_pending_trial_scorings(4)) == 2  # half of four
+    assert trials.claim_pending_trial_scorings(4) == []
+    pending = make_score(make_session(), status=ScoringStatus.PENDING)
+    assert [s.pk for s in services.claim_pending_scores(4)] == [pending.pk]  # the rest stays the scorings'
+
+
 def test_trial_scorings_count_in_the_judge_jobs_in_flight_and_come_after_scorings(shipped_criteria, settings):
     settings.SCORING_MAX_IN_FLIGHT = 2
     reviewed(70)
@@ -324,3 +409,27 @@ def test_a_trial_scoring_whose_worker_stopped_is_failed_by_the_cleanup(shipped_c
     assert claimed.status == "failed"
     assert re.match(r"orphaned: in progress for over \d+ s", claimed.error_message)
     assert trial.scorings.get(arm="current").status == "pending"  # pending is never lost
+
+
+def test_the_cleanup_ends_a_running_trial_none_of_whose_scorings_is_active(shipped_criteria):
+    reviewed(70)
+    trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
+    trial.scorings.update(status="completed", total_score=60)  # as if the last write's end was lost
+    cleanup_orphans()
+    trial.refresh_from_db()
+    assert trial.status == TrialStatus.COMPLETED and trial.ended_at_us is not None
+
+
+def test_a_trials_model_stays_with_its_scoring_and_the_next_job_on_the_thread_judges_with_the_configured(
+    shipped_criteria, judge_llm
+):
+    reviewed(70)
+    trials.start_trial(trials.plan_trial(candidate_model="openai/fake-judge-large"), created_by="carol")
+    judge_llm.set_default(Reply(evaluated("70")))
+    run_all()
+    make_score(make_session(), status=ScoringStatus.PENDING)
+    judge_llm.reset(Reply(evaluated("70")))
+    (claimed,) = services.claim_pending_scores(1)
+    scored = services.run_claimed_score(claimed)
+    assert scored.judge_model == "openai/fake-judge"
+    assert {request.body["model"] for request in judge_llm.requests} == {"fake-judge"}
