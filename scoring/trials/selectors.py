@@ -233,6 +233,9 @@ def results(trial: Trial) -> dict:
     too_few = len(units) < minimum_sessions()
     figures = {
         "paired_sessions": len(units),
+        # Of those, the sessions with a reviewer's score: the mean difference and ρ are over these
+        # (a Go TARSy rating alone gives a band, which κ and the confusion tables count).
+        "scored_sessions": sum(unit[2] is not None for unit in units),
         "minimum_n": minimum_sessions(),
         "too_few_reviews": too_few,
         "reason": too_few_reason(len(units)) if too_few else None,

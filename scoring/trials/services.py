@@ -57,12 +57,9 @@ class TrialPlan:
         return list(self.hashes)
 
 
-def plan_trial(
-    *, candidate_id, size: int = DEFAULT_TRIAL_SIZE, alert_type: str = "", chain_id: str = "", seed: int | None = None
-) -> TrialPlan:
-    """Draw a trial's sample and estimate its cost, writing nothing: the dry run, and the first
-    step of ``start_trial``. Raises ``TrialRejected`` for a version that is not a candidate, a
-    size out of range, or a pool with no reviewed session."""
+def triable_candidate(candidate_id) -> CriteriaVersion:
+    """The criteria version ``candidate_id`` if it may be tried; else ``TrialRejected`` says why
+    (none such, or not a candidate)."""
     version = CriteriaVersion.objects.filter(pk=candidate_id).first()
     if version is None:
         raise TrialRejected(f"no criteria version {candidate_id}")
@@ -71,6 +68,16 @@ def plan_trial(
             f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts are "
             "frozen, so every trial scoring carries its hash); make it a candidate first"
         )
+    return version
+
+
+def plan_trial(
+    *, candidate_id, size: int = DEFAULT_TRIAL_SIZE, alert_type: str = "", chain_id: str = "", seed: int | None = None
+) -> TrialPlan:
+    """Draw a trial's sample and estimate its cost, writing nothing: the dry run, and the first
+    step of ``start_trial``. Raises ``TrialRejected`` for a version that is not a candidate, a
+    size out of range, or a pool with no reviewed session."""
+    version = triable_candidate(candidate_id)
     if not 1 <= size <= MAX_TRIAL_SIZE:
         raise TrialRejected(f"size must be from 1 to {MAX_TRIAL_SIZE} sessions, not {size}")
     seed = secrets.randbelow(2**31) if seed is None else seed
