@@ -16,7 +16,7 @@ from django.utils.html import format_html
 
 from scoring.criteria.services import can_change_criteria
 from scoring.insights import page as insights_page
-from scoring.models import Trial, TrialStatus
+from scoring.models import CriteriaState, Trial, TrialStatus
 from scoring.templatetags.scoring_ui import us_datetime
 from scoring.trials import page, selectors, services
 
@@ -140,7 +140,10 @@ class TrialAdmin(admin.ModelAdmin):
         context = dict(extra_context or {})
         if trial is not None:
             context |= page.trial_context(trial)
-            context["can_cancel"] = trial.status == TrialStatus.RUNNING and can_change_criteria(request.user)
+            may_change = can_change_criteria(request.user)
+            context["can_cancel"] = trial.status == TrialStatus.RUNNING and may_change
+            # The operator decides from the trial: the candidate's own promote and retire pages.
+            context["can_decide"] = trial.candidate.state == CriteriaState.CANDIDATE and may_change
         return super().change_view(request, object_id, form_url, context)
 
     # --- Trying a candidate; cancelling

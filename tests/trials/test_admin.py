@@ -90,6 +90,11 @@ def test_a_candidate_is_tried_through_its_estimate_and_the_trial_started_is_the_
     assert 'data-figure="mean_shift"' in page and "data-confusion=\"candidate\"" in page
     assert page.count("data-transcript-link") == 12
     assert "data-trial-cancel" not in page  # completed
+    # The operator decides from the trial, on the candidate's own pages (which ask why).
+    promote = reverse("admin:scoring_criteriaversion_state", args=[version.pk, "promote"])
+    assert f'href="{promote}" data-decide="promote"' in page and 'data-decide="retire"' in page
+    admin_client.post(promote, {"reason": "agrees with the reviewers"})
+    assert 'data-decide="promote"' not in admin_client.get(trial_url(trial)).content.decode()
 
 
 def test_the_estimate_says_the_cost_of_a_priced_model_and_a_size_out_of_range_is_asked_again(
