@@ -51,7 +51,7 @@ def confusion_tables(results: dict) -> list[dict]:
                 {
                     "band": row["row"],
                     "label": labels[row["row"]],
-                    "cells": [row["counts"][band.key] for band in SCORE_BANDS],
+                    "cells": [{"band": band.label, "count": row["counts"][band.key]} for band in SCORE_BANDS],
                 }
                 for row in figures["confusion"]
             ],

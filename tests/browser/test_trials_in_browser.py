@@ -1,13 +1,13 @@
 """Trials in a real browser: a candidate tried from its admin page on 30 reviewed sessions (the
 sample's form, the estimate, the start), its scorings judged by the worker with the fake judge,
-and the figures read on the dashboard's trial page, with a scoring's transcript. Screenshots as in
+and the figures read on the dashboard's trial page (also on a phone), with a scoring's transcript. Screenshots as in
 test_layout.py (UPDATE_SCREENSHOTS=1 writes docs/screenshots/trial-1280.png and admin-trial.png)."""
 
 import pytest
 from playwright.sync_api import expect
 
 from scoring.models import Trial
-from tests.support.browser import record_console_error
+from tests.support.browser import PHONE, record_console_error
 from tests.support.trials import candidate, marked, reference_in, scripted_judge
 from tests.support.workers import wait_for
 
@@ -70,4 +70,9 @@ def test_an_operator_tries_a_candidate_on_30_reviewed_sessions_and_reads_its_fig
     turn_one.locator("summary").click()  # the long prompt is folded
     expect(turn_one.locator("pre")).to_contain_text("Candidate criteria.")
     assert trial.scorings.count() == 60
+
+    phone = signed_in(PHONE)
+    phone.goto(live_site.url(f"/trials/{trial.pk}/"))
+    expect(phone.locator('tr[data-figure="mean_abs_diff"] [data-arm="candidate"]')).to_contain_text("2.0")
+    assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # nothing overflows
     assert page.errors == [] and page.problems == []

@@ -80,7 +80,7 @@ def test_a_trials_page_shows_its_figures_with_n_intervals_and_significance(reade
     assert re.search(rf"data-difference>\+{shift:.1f} <span[^>]*data-ci", rows["mean_shift"])
     current = re.search(r'data-confusion="current">.*?</table>', page, re.S).group(0)
     weak_row = re.search(r"badge-weak\">Weak</span></td>(.*?)</tr>", current).group(1)
-    assert re.findall(r"<td>(\d+)</td>", weak_row) == ["2", "1", "3"]  # 50 is weak: 25 40 | 60 | 75 85 95
+    assert re.findall(r"<td data-label=\"Reviewers: \w+\">(\d+)</td>", weak_row) == ["2", "1", "3"]  # 50 is weak: 25 40 | 60 | 75 85 95
     assert "data-largest-session" in page and reverse("scoring:session-detail", args=[
         judged.scorings.get(arm=TrialArm.CANDIDATE, total_score=93).session_id
     ]) in page  # 93 − 50, the largest difference, first
