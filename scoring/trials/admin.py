@@ -79,7 +79,7 @@ class TrialAdmin(admin.ModelAdmin):
         return super().media + ADMIN_MEDIA
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("candidate")
+        return selectors.with_progress(super().get_queryset(request).select_related("candidate"))
 
     # --- Who may do what: staff read (as criteria versions); trials are started from a candidate.
 

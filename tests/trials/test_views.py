@@ -6,14 +6,17 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from scoring.models import TrialArm
+from scoring.models import Trial, TrialArm
 from scoring.trials import services as trials
 from tests.support.trials import candidate, marked, reference_in, reviewed, run_all, scripted_judge
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("shipped_criteria")]
 LIST_URL = reverse("scoring:trial-list")
+ADMIN_LIST_URL = reverse("admin:scoring_trial_changelist")
 
 
 def trial_page(trial) -> str:
@@ -60,6 +63,24 @@ def test_the_list_shows_each_trial_with_its_progress_newest_first(reader):
     assert page.index(trial_page(newer)) < page.index(trial_page(older))
     assert f"v{newer.candidate_id} <span" in page and "Running" in page and "Cancelled" in page
     assert "0 / 2" in page and "(2 failed)" in page
+
+
+def test_the_lists_read_every_trials_progress_in_the_same_queries(reader, admin_client):
+    reviewed(70)
+    version = candidate()
+
+    def queries(client, url) -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(url).status_code == 200
+        return len(captured)
+
+    counted = {}
+    for trials_made in (1, 4):
+        while Trial.objects.count() < trials_made:
+            trials.start_trial(trials.plan_trial(candidate_id=version.pk), created_by="carol")
+        counted[trials_made] = (queries(reader, LIST_URL), queries(admin_client, ADMIN_LIST_URL))
+    assert counted[1] == counted[4]
+    assert "0 / 2 completed" in admin_client.get(ADMIN_LIST_URL).content.decode()
 
 
 def test_with_no_trial_the_list_says_so(reader):
