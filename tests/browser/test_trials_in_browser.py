@@ -1,7 +1,8 @@
 """Trials in a real browser: a candidate tried from its admin page on 30 reviewed sessions (the
 sample's form, the estimate, the start), its scorings judged by the worker with the fake judge,
 and the figures read on the dashboard's trial page (also on a phone), with a scoring's transcript. Screenshots as in
-test_layout.py (UPDATE_SCREENSHOTS=1 writes docs/screenshots/trial-1280.png and admin-trial.png)."""
+test_layout.py (UPDATE_SCREENSHOTS=1 writes docs/screenshots/trial-1280.png, admin-trial-estimate.png and
+admin-trial.png)."""
 
 import pytest
 from playwright.sync_api import expect
@@ -39,6 +40,7 @@ def test_an_operator_tries_a_candidate_on_30_reviewed_sessions_and_reads_its_fig
     expect(page.locator('[data-estimate="scorings"]')).to_contain_text("60")
     expect(page.locator('[data-estimate="would_fail"]')).to_have_text("none")
     assert not Trial.objects.exists()  # the estimate writes nothing
+    page.screenshot(path=screenshots / "admin-trial-estimate.png")
     page.get_by_role("button", name="Start the trial").click()
     expect(page.locator(".messagelist")).to_have_text("Trial started: 30 sessions, 60 scorings queued.")
 
