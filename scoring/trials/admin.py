@@ -47,7 +47,9 @@ class TrialForm(forms.Form):
         self.fields["alert_type"].choices = [("", "Any alert type")] + [
             (value, value) for value in choices["alert_types"]
         ]
-        self.fields["chain_id"].choices = [("", "Any chain")] + [(value, value) for value in choices["chains"]]
+        self.fields["chain_id"].choices = [("", "Any chain")] + [
+            (value, value) for value in choices["chains"]
+        ]
 
     def plan(self, candidate_id) -> services.TrialPlan:
         """The dry run of the valid form's sample; raises ``services.TrialRejected``."""

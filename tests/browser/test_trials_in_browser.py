@@ -1,8 +1,8 @@
 """Trials in a real browser: a candidate tried from its admin page on 30 reviewed sessions (the
 sample's form, the estimate, the start), its scorings judged by the worker with the fake judge,
-and the figures read on the dashboard's trial page (also on a phone), with a scoring's transcript. Screenshots as in
-test_layout.py (UPDATE_SCREENSHOTS=1 writes docs/screenshots/trial-1280.png, admin-trial-estimate.png and
-admin-trial.png)."""
+and the figures read on the dashboard's trial page (also on a phone), with a scoring's
+transcript. Screenshots as in test_layout.py (UPDATE_SCREENSHOTS=1 writes
+docs/screenshots/trial-1280.png, admin-trial-estimate.png and admin-trial.png)."""
 
 import pytest
 from playwright.sync_api import expect

@@ -94,14 +94,16 @@ def test_a_trials_page_shows_its_figures_with_n_intervals_and_significance(reade
     rows = dict(re.findall(r'<tr data-figure="(\w+)">(.*?)</tr>', page, re.S))
     assert set(rows) == {"mean_abs_diff", "spearman_rho", "weighted_kappa", "mean_shift"}
     assert all(re.search(r"data-n>6<", row) for row in rows.values())
-    assert re.search(r'data-arm="candidate">2\.0 <span[^>]*data-ci[^>]*>\[2\.0, 2\.0\]', rows["mean_abs_diff"])
+    candidate_mae = r'data-arm="candidate">2\.0 <span[^>]*data-ci[^>]*>\[2\.0, 2\.0\]'
+    assert re.search(candidate_mae, rows["mean_abs_diff"])
     assert re.search(r'data-arm="current">—<', rows["spearman_rho"])  # every current total the same
     assert 'data-significant="yes"' in rows["mean_abs_diff"]
     shift = (93 + 83 + 73 + 58 + 38 + 23) / 6 - 50
     assert re.search(rf"data-difference>\+{shift:.1f} <span[^>]*data-ci", rows["mean_shift"])
     current = re.search(r'data-confusion="current">.*?</table>', page, re.S).group(0)
     weak_row = re.search(r"badge-weak\">Weak</span></td>(.*?)</tr>", current).group(1)
-    assert re.findall(r"<td data-label=\"Reviewers: \w+\">(\d+)</td>", weak_row) == ["2", "1", "3"]  # 50 is weak: 25 40 | 60 | 75 85 95
+    # 50 is weak: the reviewers said 25 and 40 (poor), 60 (weak), 75, 85 and 95 (good).
+    assert re.findall(r"<td data-label=\"Reviewers: \w+\">(\d+)</td>", weak_row) == ["2", "1", "3"]
     assert "data-largest-session" in page and reverse("scoring:session-detail", args=[
         judged.scorings.get(arm=TrialArm.CANDIDATE, total_score=93).session_id
     ]) in page  # 93 − 50, the largest difference, first
@@ -122,7 +124,9 @@ def test_a_trial_scorings_transcript_is_for_staff(reader, judged):
     trial = reader.get(trial_page(judged)).content.decode()
     assert trial.count("data-transcript-link") == 12 and transcript_url(scoring) in trial
     page = reader.get(transcript_url(scoring)).content.decode()
-    turn_one = re.search(r'data-transcript-message="user">.*?<pre class="transcript-text">(.*?)</pre>', page, re.S)
+    turn_one = re.search(
+        r'data-transcript-message="user">.*?<pre class="transcript-text">(.*?)</pre>', page, re.S
+    )
     assert turn_one.group(1).startswith("Candidate criteria.")  # what the candidate's judge was sent
     assert 'data-transcript-message="assistant"' in page and "93" in page
     other_trial = judged.scorings.model(pk=scoring.pk + 1000, trial_id=judged.pk)
