@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
 
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from scoring import selectors
 from scoring.criteria import selectors as criteria_selectors
@@ -215,19 +215,31 @@ def current_hash_for():
 
 
 def trials() -> QuerySet[Trial]:
-    return Trial.objects.select_related("candidate").order_by("-created_at_us")
+    """Every trial, newest first, with its candidate and its progress (``with_progress``)."""
+    return with_progress(Trial.objects.select_related("candidate")).order_by("-created_at_us")
 
 
 def get_trial(trial_id) -> Trial | None:
     return trials().filter(pk=trial_id).first()
 
 
+def with_progress(trials: QuerySet[Trial]) -> QuerySet[Trial]:
+    """``trials``, each with how many of its scorings are in each status, counted in the same
+    query (a list of trials shows each one's progress)."""
+    counts = {
+        f"progress_{status}": Count("scorings", filter=Q(scorings__status=status))
+        for status in ScoringStatus.values
+    }
+    return trials.annotate(**counts, progress_total=Count("scorings"))
+
+
 def progress(trial: Trial) -> dict:
-    """How many of the trial's scorings are in each status."""
-    counts = dict.fromkeys(ScoringStatus.values, 0)
-    for status in trial.scorings.values_list("status", flat=True):
-        counts[status] += 1
-    return {**counts, "total": sum(counts.values())}
+    """How many of the trial's scorings are in each status, and in all: as counted when it was
+    read ``with_progress``, else now."""
+    if not hasattr(trial, "progress_total"):
+        trial = with_progress(Trial.objects.filter(pk=trial.pk)).get()
+    counts = {status: getattr(trial, f"progress_{status}") for status in ScoringStatus.values}
+    return {**counts, "total": trial.progress_total}
 
 
 def scorings(trial: Trial) -> QuerySet[TrialScoring]:

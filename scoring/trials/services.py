@@ -61,6 +61,20 @@ class TrialPlan:
         return list(self.hashes)
 
 
+def triable_candidate(candidate_id) -> CriteriaVersion:
+    """The criteria version ``candidate_id`` if it may be tried; else ``TrialRejected`` says why
+    (none such, or not a candidate)."""
+    version = CriteriaVersion.objects.filter(pk=candidate_id).first()
+    if version is None:
+        raise TrialRejected(f"no criteria version {candidate_id}")
+    if version.state != CriteriaState.CANDIDATE:
+        raise TrialRejected(
+            f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts are "
+            "frozen, so every trial scoring carries its hash); make it a candidate first"
+        )
+    return version
+
+
 def plan_trial(
     *,
     candidate_id=None,
@@ -81,16 +95,7 @@ def plan_trial(
     candidate_model = candidate_model.strip()
     if candidate_id is None and not candidate_model:
         raise TrialRejected("a trial needs a candidate: a criteria version, a judge model, or both")
-    version = None
-    if candidate_id is not None:
-        version = CriteriaVersion.objects.filter(pk=candidate_id).first()
-        if version is None:
-            raise TrialRejected(f"no criteria version {candidate_id}")
-        if version.state != CriteriaState.CANDIDATE:
-            raise TrialRejected(
-                f"criteria version {version.pk} is {version.state}: only a candidate is tried (its texts "
-                "are frozen, so every trial scoring carries its hash); make it a candidate first"
-            )
+    version = triable_candidate(candidate_id) if candidate_id is not None else None
     if candidate_model:
         _check_model(candidate_model)
     if not 1 <= size <= MAX_TRIAL_SIZE:
