@@ -101,7 +101,7 @@ def timed_steps() -> list[tuple[object, str, str]]:
     return [
         (services, "claim_pending_scores", "the claim"),
         (services, "run_claimed_score", "the judge job, all of it"),
-        (services, "_session_to_judge", "  loading the session"),
+        (services, "session_to_judge", "  loading the session"),
         (injection, "find_injection_attempts", "  the injection scan"),
         (rendering, "investigation_digest", "  the session's digest"),
         (litellm, "completion", "  litellm's calls"),

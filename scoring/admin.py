@@ -25,6 +25,7 @@ from django.utils.html import format_html, format_html_join
 from scoring import batches, budget, selectors, services
 from scoring.criteria import admin as criteria_admin  # noqa: F401 (registers the criteria versions' admin)
 from scoring.criteria import selectors as criteria_selectors
+from scoring.trials import admin as trials_admin  # noqa: F401 (registers the trials' admin)
 from scoring.judge import rendering
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,

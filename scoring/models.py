@@ -540,6 +540,107 @@ class CriteriaChange(models.Model):
         return f"{self.action} v{self.version_id} by {self.changed_by}"
 
 
+class TrialStatus(models.TextChoices):
+    RUNNING = "running"  # some of its scorings are pending or in progress
+    COMPLETED = "completed"  # every scoring completed or failed
+    CANCELLED = "cancelled"  # stopped by an operator: its pending scorings failed unasked
+
+
+class Trial(models.Model):
+    """A candidate judge (a criteria version, a judge model, or both) tried beside the current
+    criteria and the configured model on sessions people reviewed (docs/insights.md, "Trials"):
+    each sampled session judged once by each, in scorings of its own (``TrialScoring``), so no
+    score of the service changes. Nothing promotes itself: the operator reads the figures and
+    decides."""
+
+    trial_id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The candidate criteria (null: the current ones judge both arms) and their hash.
+    candidate = models.ForeignKey(
+        CriteriaVersion, on_delete=models.PROTECT, null=True, blank=True, related_name="trials"
+    )
+    candidate_hash = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # The candidate judge model ("": the configured one judges both arms).
+    candidate_model = models.CharField(max_length=255, blank=True, default="")
+    status = models.CharField(max_length=16, choices=TrialStatus.choices, default=TrialStatus.RUNNING)
+    # The sample asked for: how many sessions, of which alert type and chain ("" any), and the
+    # seed it was drawn with (the same pool and seed draw the same sessions).
+    size = models.IntegerField()
+    alert_type = models.CharField(max_length=255, blank=True, default="")
+    chain_id = models.CharField(max_length=255, blank=True, default="")
+    seed = models.BigIntegerField()
+    # The dry run's estimate when it was created (``scoring.trials.selectors.estimate``).
+    estimate = models.JSONField(default=dict, blank=True)
+    judge_model = models.CharField(max_length=255, blank=True, default="")
+    description = models.TextField(blank=True, default="")
+    created_by = models.CharField(max_length=255)
+    created_at_us = models.BigIntegerField()
+    ended_at_us = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        db_table = "trials"
+        ordering = ["-created_at_us"]
+
+    def __str__(self) -> str:
+        return f"trial of {self.candidate_label} ({self.status}, {str(self.trial_id)[:8]})"
+
+    @property
+    def candidate_label(self) -> str:
+        """What is tried: "v3", "openai/gpt-4o", or "v3 with openai/gpt-4o"."""
+        version = f"v{self.candidate_id}" if self.candidate_id else ""
+        return " with ".join(part for part in (version, self.candidate_model) if part)
+
+
+class TrialArm(models.TextChoices):
+    CANDIDATE = "candidate"
+    CURRENT = "current"
+
+
+class TrialScoring(models.Model):
+    """One session judged for a trial under one arm's criteria: a judge job as a scoring is
+    (claimed by the workers after the service's own scorings), kept apart from ``SessionScore``."""
+
+    trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="scorings")
+    session = models.ForeignKey(AlertSession, on_delete=models.CASCADE, related_name="+")
+    arm = models.CharField(max_length=16, choices=TrialArm.choices)
+    prompt_hash = models.CharField(max_length=64)
+    # The model the arm's judge calls go to ("": the configured one, SCORING_LLM_MODEL).
+    model = models.CharField(max_length=255, blank=True, default="")
+    status = models.CharField(max_length=50, choices=ScoringStatus.choices, default=ScoringStatus.PENDING)
+    # Pending: not to be claimed before then (creation, or when a quota said to come back).
+    due_at_us = models.BigIntegerField()
+    started_at_us = models.BigIntegerField(null=True, blank=True)
+    completed_at_us = models.BigIntegerField(null=True, blank=True)
+    rate_limited_since_us = models.BigIntegerField(null=True, blank=True)
+    waiting_reason = models.TextField(blank=True, default="")
+    total_score = models.IntegerField(null=True, blank=True)
+    score_analysis = models.TextField(null=True, blank=True)
+    missing_tools_analysis = models.TextField(null=True, blank=True)
+    analysis_missing = models.BooleanField(default=False)
+    judge_model = models.CharField(max_length=255, blank=True, default="")
+    input_tokens = models.IntegerField(null=True, blank=True)
+    output_tokens = models.IntegerField(null=True, blank=True)
+    cached_input_tokens = models.IntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=18, decimal_places=10, null=True, blank=True)
+    score_spread = models.IntegerField(null=True, blank=True)
+    input_coverage = models.FloatField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    # What the judge was sent and wrote, as a score's ``ScoreTranscript`` holds it.
+    transcript = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "trial_scorings"
+        ordering = ["trial", "session", "arm"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["trial", "session", "arm"], name="one_trial_scoring_per_session_and_arm"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "due_at_us"], name="trial_scorings_claim")]
+
+    def __str__(self) -> str:
+        return f"{self.arm} scoring of {self.session_id} ({self.status})"
+
+
 class JudgePacing(models.Model):
     """When the next judge call to a model may start, shared by every worker process
     (``scoring.judge.pacing``): one row per model, changed in a transaction that holds it."""

@@ -48,6 +48,7 @@ from scoring.models import (
     SessionScore,
     SessionStatus,
     SessionWrite,
+    TrialScoring,
 )
 from scoring.precompiled import PrecompiledQuery, instance_from_row, precompile
 
@@ -260,18 +261,21 @@ def _oldest_pending(limit: int) -> PrecompiledQuery:
 
 
 def in_progress_count() -> int:
-    """Judge jobs in progress across all workers, which SCORING_MAX_IN_FLIGHT bounds: scorings and MCP reports."""
+    """Judge jobs in progress across all workers, which SCORING_MAX_IN_FLIGHT bounds: scorings, MCP
+    reports and trial scorings."""
     return _in_progress_count().rows()[0][0]
 
 
 @cache
 def _in_progress_count() -> PrecompiledQuery:
     # One statement, not a count per table: it is on every claim's path.
-    scorings, reports = (
+    scorings, reports, trial_scorings = (
         model.objects.filter(status=ScoringStatus.IN_PROGRESS).order_by().values("pk")
-        for model in (SessionScore, InsightReport)
+        for model in (SessionScore, InsightReport, TrialScoring)
     )
-    return precompile(scorings.union(reports, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs")
+    return precompile(
+        scorings.union(reports, trial_scorings, all=True).query, wrap="SELECT COUNT(*) FROM ({}) AS jobs"
+    )
 
 
 def spend_since_usd(since_us: int) -> Decimal:
@@ -361,17 +365,22 @@ def stale_scorings(*, session_ids=None, include_all=False, older_than_s=None, no
     )
 
 
-def stale_jobs(jobs: QuerySet, *, pending_since: str, job_limit_s: float, queue_limit_s: float, now_us: int) -> list:
-    """(primary key, reason) of those of ``jobs`` (scorings or MCP reports) that no worker
-    will finish: in progress since (``started_at_us``) over ``job_limit_s`` ago, their
-    worker stopped; pending since (the ``pending_since`` column) over ``queue_limit_s``
-    ago, their job lost."""
+def stale_jobs(
+    jobs: QuerySet, *, pending_since: str, job_limit_s: float, queue_limit_s: float | None, now_us: int
+) -> list:
+    """(primary key, reason) of those of ``jobs`` (scorings, MCP reports or trial scorings) that
+    no worker will finish: in progress since (``started_at_us``) over ``job_limit_s`` ago, their
+    worker stopped; pending since (the ``pending_since`` column) over ``queue_limit_s`` ago,
+    their job lost (None: a pending one is never lost, as a trial scoring, which no task carries)."""
     in_progress = jobs.filter(status=ScoringStatus.IN_PROGRESS, started_at_us__lt=_limit_us(job_limit_s, now_us))
-    pending = jobs.filter(status=ScoringStatus.PENDING, **{f"{pending_since}__lt": _limit_us(queue_limit_s, now_us)})
-    return [
+    stale = [
         (pk, f"orphaned: in progress for over {job_limit_s:g} s without finishing (its worker stopped)")
         for pk in in_progress.values_list("pk", flat=True)
-    ] + [
+    ]
+    if queue_limit_s is None:
+        return stale
+    pending = jobs.filter(status=ScoringStatus.PENDING, **{f"{pending_since}__lt": _limit_us(queue_limit_s, now_us)})
+    return stale + [
         (pk, f"orphaned: queued for over {queue_limit_s:g} s without a worker taking it (the job was lost)")
         for pk in pending.values_list("pk", flat=True)
     ]

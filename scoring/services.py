@@ -341,6 +341,12 @@ def wake_workers(new_scores: int) -> None:
 # --- Running a score (in a worker) ------------------------------------------------------
 
 
+def share_of_slots(share: float, slots: int) -> int:
+    """How many of ``slots`` judge slots a kind of job with this ``share`` may hold at once:
+    rounded down, but one at least (else no such job would ever run)."""
+    return max(1, math.floor(share * slots))
+
+
 def claim_room(limit: int) -> int:
     """Inside the caller's transaction: take the claims' turn, and return how many judge
     jobs (scorings or reports) it may claim, at most ``limit``, so that no more than
@@ -383,7 +389,7 @@ def claim_pending_scores(limit: int) -> list[SessionScore]:
             )
             return [score for score in claimed if score is not None]
 
-    return _retrying_once(write, "claiming pending scores")
+    return retrying_once(write, "claiming pending scores")
 
 
 def run_claimed_score(score: SessionScore) -> SessionScore | None:
@@ -393,7 +399,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
         transcript = conversation.Transcript()
         warnings = []
         try:
-            session = _session_to_judge(score.session_id)
+            session = session_to_judge(score.session_id)
             # The criteria current now, not when the scoring was requested: it may have waited
             # for hours (a quota, the budget) while a version was promoted or rolled back.
             requested_hash = score.prompt_hash
@@ -462,7 +468,7 @@ def run_claimed_score(score: SessionScore) -> SessionScore | None:
             return fail_scoring(score.score_id, f"could not store the judge's result: {type(exc).__name__}: {exc}")
 
 
-def _session_to_judge(session_id) -> AlertSession:
+def session_to_judge(session_id) -> AlertSession:
     """The session, loaded unless it is too large to send: that fails (``InputTooLarge``)
     before it is loaded, scanned and rendered, by the prompt length kept at ingest (the
     prompt itself is checked again). One query in the common case."""
@@ -474,33 +480,53 @@ def _session_to_judge(session_id) -> AlertSession:
     return session
 
 
-def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> SessionScore | None:
-    """Send a score the provider's quota holds back to the queue, due when the provider
-    said to come back, with its ``waiting_reason`` and a progress event: waiting, it holds
-    no worker slot and is not orphaned (its due time is its age). Once it has waited
-    SCORING_RATE_LIMIT_PATIENCE_S since its first 429, it fails saying the quota was the cause."""
+@dataclass(frozen=True)
+class QuotaWait:
+    """When a judge job the provider's quota held back may try again (``due_us``), and why it
+    waits; or, past SCORING_RATE_LIMIT_PATIENCE_S since its first 429, why it gives up (``gives_up``)."""
+
+    due_us: int
+    since_us: int
+    reason: str
+    gives_up: str | None = None
+
+
+def quota_wait(rate_limited_since_us: int | None, limited: errors.RateLimited) -> QuotaWait:
+    """How a job rate-limited since ``rate_limited_since_us`` (None: this is its first 429)
+    waits for the quota: due when the provider said to come back."""
     now = now_us()
-    since = score.rate_limited_since_us or now
+    since = rate_limited_since_us or now
     waited_s = (now - since) / 1_000_000
     patience_s = settings.SCORING_RATE_LIMIT_PATIENCE_S
-    if waited_s + limited.retry_after_s > patience_s:
-        return fail_scoring(
-            score.score_id,
-            f"{limited}; gave up after waiting {waited_s:,.0f} s for the quota "
-            f"(SCORING_RATE_LIMIT_PATIENCE_S={patience_s:g})",
-        )
     due_us = now + int(max(limited.retry_after_s, settings.SCORING_WORKER_POLL_S) * 1_000_000)
     reason = f"{limited}; next try at {circuit.iso_time(due_us)}, rate-limited since {circuit.iso_time(since)}"
+    gives_up = None
+    if waited_s + limited.retry_after_s > patience_s:
+        gives_up = (
+            f"{limited}; gave up after waiting {waited_s:,.0f} s for the quota "
+            f"(SCORING_RATE_LIMIT_PATIENCE_S={patience_s:g})"
+        )
+    return QuotaWait(due_us, since, reason, gives_up)
+
+
+def _wait_for_quota(score: SessionScore, limited: errors.RateLimited) -> SessionScore | None:
+    """Send a score the provider's quota holds back to the queue (``quota_wait``), with its
+    ``waiting_reason`` and a progress event: waiting, it holds no worker slot and is not
+    orphaned (its due time is its age). Once it has waited too long, it fails saying the quota
+    was the cause."""
+    wait = quota_wait(score.rate_limited_since_us, limited)
+    if wait.gives_up:
+        return fail_scoring(score.score_id, wait.gives_up)
     waiting = _transition(
         score.score_id,
         Status.PENDING,
-        event_fields={"phase": events.PHASE_WAITING, "waiting_reason": reason},
-        started_at_us=due_us,
-        waiting_reason=reason,
-        rate_limited_since_us=since,
+        event_fields={"phase": events.PHASE_WAITING, "waiting_reason": wait.reason},
+        started_at_us=wait.due_us,
+        waiting_reason=wait.reason,
+        rate_limited_since_us=wait.since_us,
     )
     if waiting is not None:
-        logger.info("score %s waits for the judge's quota until %s", score.score_id, circuit.iso_time(due_us))
+        logger.info("score %s waits for the judge's quota until %s", score.score_id, circuit.iso_time(wait.due_us))
     return waiting
 
 
@@ -798,7 +824,7 @@ def _transition(
         with transaction.atomic():
             return _move(score_id, to_status, event_fields=event_fields, in_transaction=in_transaction, **values)
 
-    return _retrying_once(write, f"writing score {score_id} as {to_status}")
+    return retrying_once(write, f"writing score {score_id} as {to_status}")
 
 
 def _move(
@@ -845,7 +871,7 @@ def _update_returning_sql(names: tuple[str, ...], sources: int) -> str:
     )
 
 
-def _retrying_once(write, what: str):
+def retrying_once(write, what: str):
     try:
         return write()
     except DatabaseError as exc:

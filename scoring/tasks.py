@@ -8,6 +8,7 @@ from scoring import services
 from scoring.insights import reports
 from scoring.jobs import runtime
 from scoring.realtime import events
+from scoring.trials import services as trial_services
 
 
 def wake_judge_runtime() -> None:
@@ -18,12 +19,13 @@ def wake_judge_runtime() -> None:
 
 
 def cleanup_orphans() -> int:
-    """The minutely cleanup: fail orphaned scorings and reports, prune expired events (so
+    """The minutely cleanup: fail orphaned scorings, reports and trial scorings, prune expired events (so
     they are pruned even where no WebSocket client ever starts a web process's relay) and
     transcripts past SCORING_TRANSCRIPT_RETENTION_DAYS, and let the automatic scorings that
     wait for a spend budget go once it is raised or removed."""
     events.prune()
     services.prune_transcripts()
     reports.expire_stale_reports()
+    trial_services.expire_stale_trial_scorings()
     services.release_budget_waits()
     return services.expire_stale_scorings()

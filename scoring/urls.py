@@ -26,6 +26,13 @@ urlpatterns = [
         views.score_transcript,
         name="score-transcript",
     ),
+    path("trials/", views.trial_list, name="trial-list"),
+    path("trials/<uuid:trial_id>/", views.trial_detail, name="trial-detail"),
+    path(
+        "trials/<uuid:trial_id>/scorings/<int:scoring_id>/transcript",
+        views.trial_scoring_transcript,
+        name="trial-scoring-transcript",
+    ),
     path(
         "sessions/<uuid:session_id>/investigation", views.session_investigation, name="session-investigation"
     ),

@@ -1,5 +1,5 @@
-"""Dashboard pages: the session list with scores, a session beside its score, and the
-insights across sessions.
+"""Dashboard pages: the session list with scores, a session beside its score, the
+insights across sessions, and the trials of candidate criteria.
 
 Pages only read. Scoring is requested by the page script through the REST API
 and its progress arrives on the WebSocket (``static/scoring/dashboard.js``).
@@ -23,6 +23,8 @@ from scoring.insights.filters import FILTER_PARAMS, InvalidFilter, parse_filters
 from scoring.judge import rendering
 from scoring.models import AlertSession, SessionScore, SessionSource
 from scoring.templatetags.scoring_ui import badge_catalog
+from scoring.trials import page as trial_page
+from scoring.trials import selectors as trial_selectors
 
 PAGE_SIZE = 50
 SORT_CHOICES = [
@@ -179,6 +181,41 @@ def insights(request):
         "scoring/insights.html",
         {**context, **figures, "filters": filters.as_params()},
     )
+
+
+@login_required
+def trial_list(request):
+    """Every trial, newest first, with its progress."""
+    page = Paginator(trial_selectors.trials(), PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [(trial, trial_selectors.progress(trial)) for trial in page]
+    return render(request, "scoring/trial_list.html", {"page": page, "rows": rows})
+
+
+def _trial_or_404(trial_id):
+    trial = trial_selectors.get_trial(trial_id)
+    if trial is None:
+        raise Http404(f"No trial {trial_id}.")
+    return trial
+
+
+@login_required
+def trial_detail(request, trial_id):
+    """A trial's progress and figures against the reviewers, as its admin page shows them."""
+    return render(request, "scoring/trial_detail.html", trial_page.trial_context(_trial_or_404(trial_id)))
+
+
+@login_required
+def trial_scoring_transcript(request, trial_id, scoring_id):
+    """What the judge was sent and wrote for one trial scoring: for staff only, as a score's."""
+    if not request.user.is_staff:
+        raise PermissionDenied("Only the service's staff may read the judge's transcripts.")
+    trial = _trial_or_404(trial_id)
+    scoring = trial.scorings.filter(pk=scoring_id).first()
+    if scoring is None:
+        raise Http404(f"No scoring {scoring_id} in trial {trial_id}.")
+    if scoring.transcript is None:
+        raise Http404(f"No transcript of trial scoring {scoring_id} is kept (not judged yet).")
+    return render(request, "scoring/trial_scoring_transcript.html", {"trial": trial, "scoring": scoring})
 
 
 def favicon(request):

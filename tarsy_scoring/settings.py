@@ -290,6 +290,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "SessionStatusEnum": "scoring.models.SessionStatus.choices",
         "ScoringStatusEnum": "scoring.models.ScoringStatus.choices",
+        "TrialStatusEnum": "scoring.models.TrialStatus.choices",
     },
 }
 
@@ -381,12 +382,14 @@ SCORING_REPORT_REUSE_S = env_number("SCORING_REPORT_REUSE_S", 86400, int)
 # The share of the judge slots reports may hold at once, of each worker process's and of
 # SCORING_MAX_IN_FLIGHT (one at least), so that scorings keep moving behind a queue of reports.
 SCORING_REPORT_SLOT_SHARE = env_number("SCORING_REPORT_SLOT_SHARE", 0.25)
+# The same for trials' scorings (docs/insights.md, "Trials"): a trial of hundreds of sessions
+# takes at most this share, and scorings keep the rest.
+SCORING_TRIAL_SLOT_SHARE = env_number("SCORING_TRIAL_SLOT_SHARE", 0.5)
 if SCORING_REPORT_REUSE_S < 0:
     raise ImproperlyConfigured(f"SCORING_REPORT_REUSE_S={SCORING_REPORT_REUSE_S} is too small (at least 0)")
-if not 0 < SCORING_REPORT_SLOT_SHARE <= 1:
-    raise ImproperlyConfigured(
-        f"SCORING_REPORT_SLOT_SHARE={SCORING_REPORT_SLOT_SHARE:g} is out of range (above 0, at most 1)"
-    )
+for _share in ("SCORING_REPORT_SLOT_SHARE", "SCORING_TRIAL_SLOT_SHARE"):
+    if not 0 < globals()[_share] <= 1:
+        raise ImproperlyConfigured(f"{_share}={globals()[_share]:g} is out of range (above 0, at most 1)")
 
 # Agreement figures (judge against reviewers, our judge against Go TARSy's) resting on fewer
 # sessions than this are withheld as "too few reviews" (scoring.insights.confidence;

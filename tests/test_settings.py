@@ -193,6 +193,7 @@ def test_go_tarsy_s_session_events_are_listened_to_unless_turned_off(tmp_path):
         ("SCORING_REPORT_REUSE_S", "-1", "SCORING_REPORT_REUSE_S=-1 is too small (at least 0)"),
         ("SCORING_REPORT_SLOT_SHARE", "0", "SCORING_REPORT_SLOT_SHARE=0 is out of range (above 0,"),
         ("SCORING_REPORT_SLOT_SHARE", "1.5", "SCORING_REPORT_SLOT_SHARE=1.5 is out of range (above 0,"),
+        ("SCORING_TRIAL_SLOT_SHARE", "0", "SCORING_TRIAL_SLOT_SHARE=0 is out of range (above 0,"),
         ("SCORING_JUDGE_SAMPLES", "three", "SCORING_JUDGE_SAMPLES='three' is not a number"),
         ("SCORING_JUDGE_SAMPLES", "0", "SCORING_JUDGE_SAMPLES=0 is out of range (from 1 to 10)"),
         ("SCORING_JUDGE_SAMPLES", "11", "SCORING_JUDGE_SAMPLES=11 is out of range (from 1 to 10)"),

@@ -17,6 +17,13 @@ from scoring.api.reviews import ScoreReviewsView
 from scoring.api.scores import SessionScoreHistoryView, SessionScoreViewSet
 from scoring.api.sessions import SessionViewSet
 from scoring.api.transcripts import ScoreTranscriptView
+from scoring.api.trials import (
+    TrialCancelView,
+    TrialDetailView,
+    TrialListView,
+    TrialScoringListView,
+    TrialScoringView,
+)
 
 # Stand-ins for the ids in the links, and what the root shows in their place.
 ID_PLACEHOLDERS = {
@@ -24,12 +31,13 @@ ID_PLACEHOLDERS = {
     "SCORE-ID": "{score_id}",
     "REPORT-ID": "{report_id}",
     "424242": "{version_id}",
+    "TRIAL-ID": "{trial_id}",
 }
 
 
 class APIRoot(routers.APIRootView):
-    """The API's endpoints. `{session_id}`, `{score_id}` and `{report_id}` stand for
-    UUIDs, `{version_id}` for a criteria version's number; the schema and its docs describe
+    """The API's endpoints. `{session_id}`, `{score_id}`, `{report_id}` and `{trial_id}` stand
+    for UUIDs, `{version_id}` for a criteria version's number; the schema and its docs describe
     every operation."""
 
     name = "API root"
@@ -60,6 +68,8 @@ class APIRoot(routers.APIRootView):
                 "criteria-version": link("criteria-version", version_id=424242),
                 "criteria-rollback": link("criteria-rollback"),
                 "criteria-calibrate": link("criteria-calibrate"),
+                "trials": link("trials"),
+                "trial": link("trial", trial_id="TRIAL-ID"),
                 "schema": link("schema"),
                 "docs": link("swagger-ui"),
             }
@@ -93,4 +103,13 @@ urlpatterns = [
     ),
     path("scoring/criteria/<int:version_id>/promote", CriteriaPromoteView.as_view(), name="criteria-promote"),
     path("scoring/criteria/<int:version_id>/retire", CriteriaRetireView.as_view(), name="criteria-retire"),
+    path("scoring/trials/", TrialListView.as_view(), name="trials"),
+    path("scoring/trials/<str:trial_id>", TrialDetailView.as_view(), name="trial"),
+    path("scoring/trials/<str:trial_id>/cancel", TrialCancelView.as_view(), name="trial-cancel"),
+    path("scoring/trials/<str:trial_id>/scorings", TrialScoringListView.as_view(), name="trial-scorings"),
+    path(
+        "scoring/trials/<str:trial_id>/scorings/<int:scoring_id>",
+        TrialScoringView.as_view(),
+        name="trial-scoring",
+    ),
 ]

@@ -279,6 +279,11 @@ class CriteriaVersionAdmin(admin.ModelAdmin):
                     for name, (label, states, _) in STATE_CHANGES.items()
                     if version.state in states and services.can_change_criteria(request.user)
                 ],
+                # A candidate's button to try it against the current criteria (scoring.trials.admin).
+                "can_try": (
+                    version.state == CriteriaState.CANDIDATE and services.can_change_criteria(request.user)
+                ),
+                "trials": list(version.trials.order_by("-created_at_us")),
             }
         return super().change_view(request, object_id, form_url, context)
 

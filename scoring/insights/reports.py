@@ -159,9 +159,8 @@ def _check_rate(requested_by: str, now_us: int) -> None:
 
 
 def report_slots(slots: int) -> int:
-    """How many of ``slots`` judge slots reports may hold at once: SCORING_REPORT_SLOT_SHARE
-    of them, rounded down, but one at least (else no report would ever be written)."""
-    return max(1, math.floor(settings.SCORING_REPORT_SLOT_SHARE * slots))
+    """How many of ``slots`` judge slots reports may hold at once (SCORING_REPORT_SLOT_SHARE)."""
+    return services.share_of_slots(settings.SCORING_REPORT_SLOT_SHARE, slots)
 
 
 def latest_report() -> InsightReport | None:

@@ -7,11 +7,11 @@ up to ``SCORING_CONCURRENCY_PER_WORKER`` jobs on threads instead. Threads wait
 on the network with the GIL released, and hold no database connection while
 they wait (``scoring.judge.llm.release_db_connection``).
 
-A judge job is a scoring or an MCP prioritization report (``scoring.insights.reports``):
-each takes a slot, and counts in the global limit. The pending row is the job.
-Whenever slots are free, the process's dispatcher thread claims as many of the
-oldest pending reports as their share of the slots allows (SCORING_REPORT_SLOT_SHARE),
-then scores (within the global limit), and hands each to a thread. The django-q2
+A judge job is a scoring, an MCP prioritization report (``scoring.insights.reports``) or a
+trial's scoring (``scoring.trials``): each takes a slot, and counts in the global limit. The
+pending row is the job. Whenever slots are free, the process's dispatcher thread claims as many
+of the oldest pending reports as their share of the slots allows (SCORING_REPORT_SLOT_SHARE),
+then scores, then trial scorings (within the global limit), and hands each to a thread. The django-q2
 wake-up tasks queued when new jobs commit only wake a dispatcher; dispatchers also
 look every ``SCORING_WORKER_POLL_S``. So a process whose slots are all busy never
 holds work that another process could start, and a job is run even if its wake-up
@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from django.db import connection
 from scoring import services
 from scoring.insights import reports
 from scoring.realtime import events
+from scoring.trials import services as trial_services
 
 logger = logging.getLogger(__name__)
 # How long a stopping worker waits for a claim in progress.
@@ -114,10 +116,10 @@ def share_held_counts(processes: int) -> HeldCounts:
 class ClaimedJob:
     """A judge job this process claimed: how to run it to its end, and how to fail it."""
 
-    name: str  # "score <id>", "report <id>"
+    name: str  # "score <id>", "report <id>", "trial scoring <id>"
     run: Callable[[], object]
     fail: Callable[[str], object]
-    is_report: bool = False
+    kind: str = "score"  # or "report", "trial": the kinds that hold a share of the slots at most
 
 
 def _score_job(score) -> ClaimedJob:
@@ -128,12 +130,21 @@ def _score_job(score) -> ClaimedJob:
     )
 
 
+def _trial_job(scoring) -> ClaimedJob:
+    return ClaimedJob(
+        f"trial scoring {scoring.pk}",
+        partial(trial_services.run_claimed_trial_scoring, scoring),
+        partial(trial_services.fail_trial_scoring, scoring.pk),
+        kind="trial",
+    )
+
+
 def _report_job(report) -> ClaimedJob:
     return ClaimedJob(
         f"report {report.report_id}",
         partial(reports.run_claimed_report, report),
         partial(reports.fail_report, report.report_id),
-        is_report=True,
+        kind="report",
     )
 
 
@@ -203,22 +214,28 @@ class JudgeRuntime:
 
     def _claim(self, limit: int) -> list[ClaimedJob]:
         """Reports first (few, and someone waits on each), as far as they stay within their
-        share of this process's slots (``reports.report_slots``), then scores for the slots left."""
+        share of this process's slots (``reports.report_slots``), then scores for the slots left,
+        then trial scorings within their share (``trial_services.trial_slots``): a queue of
+        reports or a trial of hundreds of sessions never holds every slot."""
         with self._lock:
-            held_reports = sum(job.is_report for job in self._held.values())
-        report_room = min(limit, reports.report_slots(self.slots) - held_reports)
-        jobs = []
-        for what, claim, job, room in (
-            ("reports", reports.claim_pending_reports, _report_job, report_room),
-            ("scores", services.claim_pending_scores, _score_job, limit),
-        ):
-            if len(jobs) >= room:
-                continue
-            try:
-                jobs += [job(claimed) for claimed in claim(room - len(jobs))]
-            except Exception:  # the database is away; the dispatcher must outlive it
-                logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
+            held = Counter(job.kind for job in self._held.values())
+        report_room = min(limit, reports.report_slots(self.slots) - held["report"])
+        jobs = self._claim_kind("reports", reports.claim_pending_reports, _report_job, report_room)
+        jobs += self._claim_kind("scores", services.claim_pending_scores, _score_job, limit - len(jobs))
+        trial_room = min(limit - len(jobs), trial_services.trial_slots(self.slots) - held["trial"])
+        jobs += self._claim_kind(
+            "trial scorings", trial_services.claim_pending_trial_scorings, _trial_job, trial_room
+        )
         return jobs
+
+    def _claim_kind(self, what: str, claim, job, room: int) -> list[ClaimedJob]:
+        if room <= 0:
+            return []
+        try:
+            return [job(claimed) for claimed in claim(room)]
+        except Exception:  # the database is away; the dispatcher must outlive it
+            logger.exception("could not claim pending %s; trying again in %s s", what, self.poll_s)
+            return []
 
     def _run(self, job: ClaimedJob) -> None:
         try:

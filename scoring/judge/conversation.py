@@ -257,7 +257,7 @@ def run_judge(
     fit = score_prompt_fitter(session, criteria)
     usage = _Usage()  # both tries': a turn 1 answered before turn 2 was refused is paid for too
     transcript = transcript if transcript is not None else Transcript()
-    transcript.model = settings.SCORING_LLM_MODEL
+    transcript.model = sampling.judge_model()
     transcript.sampling = sampling.judge_sampling()
     window = fitting.context_window()
     fitted = fit(window)

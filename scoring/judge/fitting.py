@@ -90,7 +90,7 @@ def context_window() -> int:
 
 def context_window_and_source() -> tuple[int, str]:
     """``context_window``, and where the figure came from (said by the worker as it starts)."""
-    model = settings.SCORING_LLM_MODEL
+    model = sampling.judge_model()
     listed = llm.model_input_window()
     if listed:
         window, source = listed, "litellm's model list"
@@ -111,7 +111,7 @@ def learn_window(error_message: str, tried_window: int) -> int:
     stated = next((int(m.group(1)) for p in _STATED_WINDOW if (m := p.search(error_message))), None)
     window = stated if stated is not None and stated < tried_window else int(tried_window * SHRINK_UNSTATED)
     with _learned_lock:
-        _learned_windows[settings.SCORING_LLM_MODEL] = window
+        _learned_windows[sampling.judge_model()] = window
     return window
 
 
@@ -127,7 +127,7 @@ def prompt_room(window: int, criteria: Criteria = SHIPPED_CRITERIA) -> int:
     the window must still hold turn 2's reply."""
     return window - (
         2 * sampling.REPLY_MAX_TOKENS
-        + _follow_up_tokens(settings.SCORING_LLM_MODEL, criteria.followup_prompt, criteria.system_prompt)
+        + _follow_up_tokens(sampling.judge_model(), criteria.followup_prompt, criteria.system_prompt)
         + RESTATED_REPLY_TOKENS
         + UNEVALUATED_REPLY_TOKENS
         + MESSAGE_OVERHEAD_TOKENS
@@ -138,7 +138,7 @@ def prompt_room(window: int, criteria: Criteria = SHIPPED_CRITERIA) -> int:
 @cache
 def _follow_up_tokens(model: str, followup_prompt: str, system_prompt: str) -> int:
     """The tokens of the criteria's follow-up and system prompts and of the restate and
-    evaluation requests for ``model`` (``tokens.count`` counts for the configured model),
+    evaluation requests for ``model`` (``tokens.count`` counts for the judge model),
     counted once per process and criteria rather than per scoring."""
     return sum(
         tokens.count(prompt)

@@ -50,7 +50,7 @@ class LLMReply:
     input_tokens: int | None
     output_tokens: int | None
     cost_usd: Decimal | None  # None when litellm does not know the model's price; cache discount included
-    model: str  # the configured model that answered
+    model: str  # the judge model that answered (``sampling.judge_model``)
     # Of input_tokens, those the provider read from its prompt cache (None when it does not say).
     cached_input_tokens: int | None = None
 
@@ -233,7 +233,7 @@ def preload() -> None:
     Inside the first judge jobs every thread of the process would wait for them at once, on
     the jobs' deadlines, while a provider's quota went unused."""
     litellm = _litellm()
-    model = settings.SCORING_LLM_MODEL
+    model = sampling.judge_model()
     if not model:
         return
     messages = [{"role": "user", "content": "preload"}]
@@ -330,9 +330,10 @@ def run_concurrently(
 
 
 def _callable_model() -> str:
-    """The configured model, once the breaker lets calls through. The connection is kept for the
-    pacing's read of the model's hold (``_wait_for_turn``), which gives it back."""
-    model = settings.SCORING_LLM_MODEL
+    """The judge model (``sampling.judge_model``), once the breaker lets calls through. The
+    connection is kept for the pacing's read of the model's hold (``_wait_for_turn``), which
+    gives it back."""
+    model = sampling.judge_model()
     if not model:
         raise JudgeNotConfigured()
     circuit.check(model)
@@ -353,7 +354,7 @@ def takes_cache_breakpoints() -> bool:
     from litellm.llms.anthropic.common_utils import supports_anthropic_cache_control
 
     _litellm()
-    return supports_anthropic_cache_control(settings.SCORING_LLM_MODEL, None)
+    return supports_anthropic_cache_control(sampling.judge_model(), None)
 
 
 def cost_usd_of(input_tokens: int, output_tokens: int) -> Decimal | None:
@@ -361,7 +362,7 @@ def cost_usd_of(input_tokens: int, output_tokens: int) -> Decimal | None:
     local copy), no cache discount; None when it has no price for the model."""
     try:
         prompt_cost, completion_cost = _litellm().cost_per_token(
-            model=settings.SCORING_LLM_MODEL, prompt_tokens=input_tokens, completion_tokens=output_tokens
+            model=sampling.judge_model(), prompt_tokens=input_tokens, completion_tokens=output_tokens
         )
     except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it does not list
         return None
@@ -371,7 +372,16 @@ def cost_usd_of(input_tokens: int, output_tokens: int) -> Decimal | None:
 def model_input_window() -> int | None:
     """The judge model's context window for input, in tokens, from litellm's model
     list (the local copy: LITELLM_LOCAL_MODEL_COST_MAP); None when it does not know the model."""
-    return _listed_input_window(settings.SCORING_LLM_MODEL)
+    return _listed_input_window(sampling.judge_model())
+
+
+def provider_of(model: str) -> str | None:
+    """The provider litellm sends ``model``'s calls to (``openai`` for ``openai/...`` and
+    ``gpt-4o``); None for a model it cannot place, whose every call would fail."""
+    try:
+        return _litellm().get_llm_provider(model)[1]
+    except Exception:  # noqa: BLE001 - litellm raises several kinds for a model it cannot place
+        return None
 
 
 @cache

@@ -1,5 +1,6 @@
-"""The judge's sampling settings: the temperature and seed each judge call sends, and how a
-score names the judge that made it (docs/llm.md, "Sampling").
+"""The judge's identity: the model its calls go to (SCORING_LLM_MODEL, or the one a trial tries),
+its sampling settings (the temperature and seed each judge call sends), and how a score names
+the judge that made it (docs/llm.md, "Sampling").
 
 A setting is sent only where the judge model takes it, by litellm's rules: a seed to the
 providers that accept one (OpenAI and OpenAI-compatible servers, Gemini, ...; not Anthropic's
@@ -9,6 +10,9 @@ Each judge call also caps its reply's length (``REPLY_MAX_TOKENS``), reasoning m
 """
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache
 
@@ -23,6 +27,28 @@ logger = logging.getLogger(__name__)
 REPLY_MAX_TOKENS = 4_096
 
 
+# The model a trial tries in this context (a trial scoring's thread, and the sample threads it
+# starts, which copy its context); None: the configured one.
+_tried_model: ContextVar[str | None] = ContextVar("tried_judge_model", default=None)
+
+
+def judge_model() -> str:
+    """The model judge calls go to here: the one a trial tries (``judging_with``), else
+    SCORING_LLM_MODEL ("" when it is not set)."""
+    return _tried_model.get() or settings.SCORING_LLM_MODEL
+
+
+@contextmanager
+def judging_with(model: str) -> Iterator[None]:
+    """Send this context's judge calls to ``model`` ("": the configured one), through the same
+    SCORING_LLM_API_BASE and key: what a trial of a judge model does."""
+    token = _tried_model.set(model or None)
+    try:
+        yield
+    finally:
+        _tried_model.reset(token)
+
+
 @dataclass(frozen=True)
 class Sampling:
     temperature: float | None  # None: not sent, the provider's default applies
@@ -35,8 +61,8 @@ class Sampling:
 
 def judge_sampling() -> Sampling:
     """What the judge calls send of SCORING_LLM_TEMPERATURE and SCORING_LLM_SEED to the
-    configured judge model."""
-    return _sampling_for(settings.SCORING_LLM_MODEL, settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED)
+    judge model (``judge_model``)."""
+    return _sampling_for(judge_model(), settings.SCORING_LLM_TEMPERATURE, settings.SCORING_LLM_SEED)
 
 
 @cache
@@ -68,8 +94,8 @@ def _sampling_for(model: str, temperature: float | None, seed: int | None) -> Sa
 
 
 def judge_reply_cap() -> int | None:
-    """The ``max_tokens`` each judge call sends to the configured model; None: none is sent."""
-    return _reply_cap_for(settings.SCORING_LLM_MODEL)
+    """The ``max_tokens`` each judge call sends to the judge model; None: none is sent."""
+    return _reply_cap_for(judge_model())
 
 
 @cache

@@ -1,6 +1,6 @@
 """Tokens of a text as the judge model counts them (docs/rendering.md, "Counting").
 
-The first way that holds for the configured model:
+The first way that holds for the judge model (``sampling.judge_model``):
 
 1. **The provider's tokenizer.** An OpenAI-compatible server at SCORING_LLM_API_BASE that
    answers ``POST /tokenize`` at its root, as llama.cpp's server (``{"content"}`` ->
@@ -32,6 +32,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from scoring.judge import sampling
 from scoring.models import JudgeTokenRatio
 
 logger = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def count(text: str) -> int:
         if counted is not None:
             return counted
     raw = litellm_count(text)
-    if litellm_knows_tokenizer(settings.SCORING_LLM_MODEL):
+    if litellm_knows_tokenizer(sampling.judge_model()):
         return raw
     return math.ceil(raw * ratio())
 
@@ -94,7 +95,7 @@ def count(text: str) -> int:
 def litellm_count(text: str) -> int:
     """``text``'s tokens by litellm's counter for the judge model (offline: its bundled
     tokenizers; a model it does not know is counted as OpenAI's are)."""
-    return _litellm_count(settings.SCORING_LLM_MODEL, text)
+    return _litellm_count(sampling.judge_model(), text)
 
 
 @lru_cache(maxsize=8)
@@ -107,11 +108,11 @@ def _litellm_count(model: str, text: str) -> int:
 
 
 def method() -> str:
-    """How ``count`` counts for the configured model now, as people read it."""
+    """How ``count`` counts for the judge model now, as people read it."""
     provider = _provider()
     if provider is not None:
         return _method_of(provider)
-    if litellm_knows_tokenizer(settings.SCORING_LLM_MODEL):
+    if litellm_knows_tokenizer(sampling.judge_model()):
         return "litellm's tokenizer for the model"
     return f"litellm's default tokenizer times the ratio learned from the provider's answers ({ratio():.3f})"
 
@@ -123,7 +124,7 @@ def _provider() -> _Provider | None:
     base = settings.SCORING_LLM_API_BASE
     if not base:
         return None
-    key = (settings.SCORING_LLM_MODEL, base)
+    key = (sampling.judge_model(), base)
     known = _probed.get(key)
     if known is not None and (known[0] is not None or time.monotonic() - known[1] < PROBE_AGAIN_S):
         return known[0]
@@ -181,7 +182,7 @@ def _tokenize(provider: _Provider, text: str, probing: bool = False) -> int | No
     if probing:
         return counted or None  # a server that counts nothing in the probe does not count
     if counted is None:
-        _probed[(settings.SCORING_LLM_MODEL, settings.SCORING_LLM_API_BASE)] = (None, time.monotonic())
+        _probed[(sampling.judge_model(), settings.SCORING_LLM_API_BASE)] = (None, time.monotonic())
     return counted
 
 
@@ -216,9 +217,9 @@ def litellm_knows_tokenizer(model: str) -> bool:
 
 
 def ratio() -> float:
-    """The ratio learned for the configured model: 1 until an answer teaches a larger one.
+    """The ratio learned for the judge model: 1 until an answer teaches a larger one.
     Saves what this process learned, and reads what others did at most every RATIO_READ_S."""
-    model = settings.SCORING_LLM_MODEL
+    model = sampling.judge_model()
     saved = save_learned()
     known = _ratios.get(model)
     if not saved and known is not None and time.monotonic() - known[1] < RATIO_READ_S:
@@ -232,10 +233,10 @@ def ratio() -> float:
 
 
 def save_learned() -> bool:
-    """Save the ratio this process learned for the configured model and has not saved yet
+    """Save the ratio this process learned for the judge model and has not saved yet
     (``observe`` cannot: it may run in a thread that holds no database connection). Whether
     there was one."""
-    model = settings.SCORING_LLM_MODEL
+    model = sampling.judge_model()
     with _ratio_lock:
         unsaved = _unsaved.pop(model, None)
     if unsaved is None:
@@ -248,7 +249,7 @@ def observe(model: str, messages: list[dict], provider_tokens: int | None) -> No
     """Learn from an answer to ``messages`` whose ``usage.prompt_tokens`` was ``provider_tokens``:
     where ``count`` uses the ratio, a ratio larger than the one known is used by this process
     at once, and saved to the table by ``save_learned`` (each fitting starts with it)."""
-    if not provider_tokens or model != settings.SCORING_LLM_MODEL or litellm_knows_tokenizer(model):
+    if not provider_tokens or model != sampling.judge_model() or litellm_knows_tokenizer(model):
         return
     if _provider() is not None:
         return

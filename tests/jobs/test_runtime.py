@@ -9,7 +9,9 @@ from scoring.insights import reports
 from scoring.insights.filters import InsightFilters
 from scoring.jobs.runtime import HeldCounts, JudgeRuntime
 from scoring.models import InsightReport, ScoringStatus, SessionScore
+from scoring.trials import services as trial_services
 from tests.support.factories import make_score, make_session
+from tests.support.trials import candidate, reviewed
 from tests.support.workers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,6 +62,22 @@ def test_reports_take_at_most_their_share_of_the_slots_and_a_score_gets_one_of_t
 
     assert InsightReport.objects.filter(status=ScoringStatus.PENDING).count() == 9  # one of four slots
     assert status_of(score) != ScoringStatus.PENDING
+
+
+@pytest.mark.usefixtures("shipped_criteria")
+def test_a_trial_scoring_takes_a_slot_scores_leave_and_is_judged_to_its_end():
+    reviewed(70)
+    trial = trial_services.start_trial(trial_services.plan_trial(candidate_id=candidate().pk), created_by="c")
+    score = make_score(make_session(), status=ScoringStatus.PENDING)
+    runtime = JudgeRuntime(slots=2, poll_s=0.1)
+
+    runtime._dispatch_once()  # the score first, then one of the trial's two scorings
+    runtime._pool.shutdown(wait=True)
+
+    assert status_of(score) != ScoringStatus.PENDING
+    statuses = sorted(trial.scorings.values_list("status", flat=True))
+    assert statuses == [ScoringStatus.FAILED, ScoringStatus.PENDING]  # failed: no judge model is configured
+    assert "no judge model configured" in trial.scorings.get(status=ScoringStatus.FAILED).error_message
 
 
 def test_a_runtime_that_stopped_claiming_leaves_pending_scores_to_other_workers():
