@@ -75,30 +75,23 @@ class TrialCreateSerializer(serializers.Serializer):
     )
 
 
-class ArmEstimateSerializer(serializers.Serializer):
+class SpendEstimateSerializer(serializers.Serializer):
+    scorings = serializers.IntegerField(help_text="Scorings that would be sent (less those that would fail).")
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost_usd = serializers.CharField(
+        allow_null=True,
+        help_text="litellm's price of the priced scorings, summed (no cache discount); null: none priced.",
+    )
+    unpriced_scorings = serializers.IntegerField()
+
+
+class ArmEstimateSerializer(SpendEstimateSerializer):
     judge_model = serializers.CharField(help_text="The model the arm's judge calls go to.")
     window_tokens = serializers.IntegerField(help_text="Its context window, as a scoring fits prompts to it.")
-    scorings = serializers.IntegerField()
-    input_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    cost_usd = serializers.CharField(
-        allow_null=True,
-        help_text="litellm's price, no cache discount; null when it has no price for the model.",
-    )
-    unpriced_scorings = serializers.IntegerField()
 
 
-class EstimateSerializer(serializers.Serializer):
-    scorings = serializers.IntegerField(
-        help_text="Scorings that would be sent (two per session, less those below)."
-    )
-    input_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
-    cost_usd = serializers.CharField(
-        allow_null=True,
-        help_text="litellm's price, no cache discount: the priced scorings' sum; null when none is priced.",
-    )
-    unpriced_scorings = serializers.IntegerField()
+class EstimateSerializer(SpendEstimateSerializer):
     arms = serializers.DictField(
         child=ArmEstimateSerializer(), help_text="The same by arm: candidate, current."
     )
