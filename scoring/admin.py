@@ -25,7 +25,6 @@ from django.utils.html import format_html, format_html_join
 from scoring import batches, budget, selectors, services
 from scoring.criteria import admin as criteria_admin  # noqa: F401 (registers the criteria versions' admin)
 from scoring.criteria import selectors as criteria_selectors
-from scoring.trials import admin as trials_admin  # noqa: F401 (registers the trials' admin)
 from scoring.judge import rendering
 from scoring.models import (
     REVIEW_NOTE_MAX_CHARS,
@@ -39,13 +38,14 @@ from scoring.models import (
 from scoring.templatetags.scoring_ui import (
     badge_html,
     coverage_note,
-    judge_name,
     dimension_rows,
+    judge_name,
     samples_note,
     us_datetime,
     utc_datetime,
 )
 from scoring.templatetags.scoring_ui import duration as duration_text
+from scoring.trials import admin as trials_admin  # noqa: F401 (registers the trials' admin)
 
 ADMIN_MEDIA = forms.Media(css={"all": ["scoring/badges.css", "scoring/admin.css"]})
 # The review form sits inside the score's change form (before its Close button);
