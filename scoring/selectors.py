@@ -269,8 +269,9 @@ def in_progress_count() -> int:
 @cache
 def _in_progress_count() -> PrecompiledQuery:
     # One statement, not a count per table: it is on every claim's path.
+    # Their status, a column of one type in the three tables (the primary keys are not).
     scorings, reports, trial_scorings = (
-        model.objects.filter(status=ScoringStatus.IN_PROGRESS).order_by().values("pk")
+        model.objects.filter(status=ScoringStatus.IN_PROGRESS).order_by().values("status")
         for model in (SessionScore, InsightReport, TrialScoring)
     )
     return precompile(
