@@ -21,7 +21,7 @@ from django.http.request import split_domain_port, validate_host
 from scoring import selectors
 from scoring.auth import ProxyIdentityRefused, may_sign_in_by_proxy, proxy_request_user
 from scoring.realtime import access, events, fanout, relay, resync
-from tarsy_scoring.server import WRITE_TEXT_EXTENSION
+from scoring.realtime.extensions import WRITE_TEXT_EXTENSION
 
 logger = logging.getLogger(__name__)
 
