@@ -35,6 +35,8 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
 
+from scoring.realtime.extensions import WRITE_TEXT_EXTENSION
+
 APPLICATION = "tarsy_scoring.asgi:application"
 # On SIGTERM: stop accepting, close WebSockets (code 1012, clients reconnect elsewhere), and
 # let requests in progress finish for this long before they are cancelled; below the 10 s
@@ -46,10 +48,6 @@ GRACEFUL_SHUTDOWN_S = 8
 KEEP_ALIVE_S = 75
 # WebSocket keepalive pings fall on whole multiples of this many seconds of the event loop's clock.
 KEEPALIVE_TICK_S = 1.0
-# The ASGI extension (in a WebSocket's scope["extensions"]) by which the application sends a
-# text message at once, without the ASGI send's message dict and framing per connection:
-# {"write_text": write_text(text: str) -> bool}; False when the connection is closing.
-WRITE_TEXT_EXTENSION = "tarsy.websocket.write_text"
 
 
 @functools.lru_cache(maxsize=16)

@@ -11,6 +11,7 @@ import time
 import pytest
 import uvicorn
 
+from scoring.realtime.extensions import WRITE_TEXT_EXTENSION
 from tarsy_scoring import server
 
 PING_INTERVAL_S = 0.4
@@ -32,7 +33,7 @@ async def writing_app(scope, receive, send):
     """Accepts a WebSocket; each text it receives it writes back twice through
     WRITE_TEXT_EXTENSION, and says (by ASGI) whether that write was accepted. After the
     client's "close", it closes and then tries to write once more."""
-    write_text = scope["extensions"][server.WRITE_TEXT_EXTENSION]["write_text"]
+    write_text = scope["extensions"][WRITE_TEXT_EXTENSION]["write_text"]
     await receive()
     await send({"type": "websocket.accept"})
     while (message := await receive())["type"] != "websocket.disconnect":

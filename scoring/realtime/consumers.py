@@ -21,7 +21,7 @@ from django.http.request import split_domain_port, validate_host
 from scoring import selectors
 from scoring.auth import ProxyIdentityRefused, may_sign_in_by_proxy, proxy_request_user
 from scoring.realtime import access, events, fanout, relay, resync
-from tarsy_scoring.server import WRITE_TEXT_EXTENSION
+from scoring.realtime.extensions import WRITE_TEXT_EXTENSION
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +30,6 @@ CLOSE_TRY_AGAIN_LATER = 1013
 # Bound on one channel-layer call (group_add, group_discard).
 LAYER_TIMEOUT_S = 5.0
 MAX_SUBSCRIPTIONS = 100
-# Event ids remembered per connection to send each event once (an event can
-# arrive through two subscribed channels, or live, replayed and in a catchup):
-# enough for a full replay of every subscription.
-REMEMBERED_EVENT_IDS = MAX_SUBSCRIPTIONS * events.REPLAY_LIMIT
 # How long the replays of a burst of subscribes wait for the burst's next message once
 # none is waiting. Both dashboards send all their subscribes and catchups at once, so
 # the rest of a burst is already there or a network hop behind.
@@ -125,17 +121,28 @@ async def within_layer_timeout(call):
 
 
 class SentEvents:
-    """The last ``size`` events sent on a connection, each with the number of the
-    subscription to its session's channel it was sent under (0: none)."""
+    """The events last sent on a connection, each with the number of the subscription to its
+    session's channel it was sent under (0: none), to send each event once (it can arrive
+    through two subscribed channels, or live, replayed and in a catchup).
 
-    def __init__(self, size: int):
-        self.size = size
+    What can arrive again is one replay or catchup page per subscribed channel
+    (``events.REPLAY_LIMIT`` events each) and the live events beside them: that many are kept
+    (``fit``), the newest sent, so what a connection keeps follows what it subscribes to, not
+    how long it has been open (a dashboard open for days receives tens of thousands)."""
+
+    def __init__(self, per_channel: int):
+        self.per_channel = per_channel
+        self.size = per_channel
         self.under: OrderedDict[int, int] = OrderedDict()
+
+    def fit(self, channels: int) -> None:
+        """Keep room for the replays of ``channels`` subscribed channels and the live events."""
+        self.size = (channels + 1) * self.per_channel
 
     def add(self, event_id: int, subscription: int) -> None:
         self.under[event_id] = subscription
         self.under.move_to_end(event_id)
-        if len(self.under) > self.size:
+        while len(self.under) > self.size:
             self.under.popitem(last=False)
 
     def get(self, event_id: int) -> int | None:
@@ -235,7 +242,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         # unsubscribe has new handlers in the dashboards: it gets a new number).
         self.subscriptions: dict[str, int] = {}
         self.subscription_numbers = itertools.count(1)
-        self.sent = SentEvents(REMEMBERED_EVENT_IDS)
+        self.sent = SentEvents(events.REPLAY_LIMIT)
         # Replays waiting for the end of their burst, and the live events held meanwhile.
         self.pending: dict[str, PendingReplay] = {}
         self.held: list[dict] = []
@@ -340,6 +347,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
                 raise ProtocolError(f"at most {MAX_SUBSCRIPTIONS} subscriptions per connection")
             await self.join(channel)
             self.subscriptions[channel] = next(self.subscription_numbers)
+            self.sent.fit(len(self.subscriptions))
             self.checked_up_to[channel] = await database_sync_to_async(selectors.latest_event_id)()
         await self.send_json({"type": "subscription.confirmed", "channel": channel})
         self.pending.setdefault(channel, PendingReplay())
@@ -399,6 +407,7 @@ class ScoringEventsConsumer(AsyncJsonWebsocketConsumer):
         if channel in self.subscriptions:
             await self.leave(channel)
             del self.subscriptions[channel]
+            self.sent.fit(len(self.subscriptions))
         await self.send_json({"type": "subscription.cancelled", "channel": channel})
 
     async def catchup(self, content: dict) -> None:

@@ -17,8 +17,8 @@ import asyncio
 import logging
 import time
 import weakref
-from dataclasses import dataclass, field
 from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from channels.db import database_sync_to_async

@@ -250,6 +250,22 @@ def test_event_on_two_subscribed_channels_is_sent_once(score):
     assert received == recorded
 
 
+def test_a_connection_remembers_what_its_subscriptions_can_bring_back_not_all_it_ever_sent():
+    sent = consumers.SentEvents(per_channel=3)
+    sent.fit(1)  # one channel's replay, and the live events beside it
+    for event_id in range(1, 10_001):  # days of events on an open dashboard
+        sent.add(event_id, 1)
+    assert len(sent.under) == 6
+    assert [sent.get(event_id) for event_id in (9_995, 9_994)] == [1, None]  # the newest kept
+    sent.fit(3)  # two more channels subscribed: room for their replays
+    for event_id in range(20_001, 20_011):
+        sent.add(event_id, 2)
+    assert len(sent.under) == 12 and sent.get(9_999) == 1
+    sent.fit(0)  # every channel unsubscribed
+    sent.add(30_000, 0)
+    assert list(sent.under) == [20_009, 20_010, 30_000]
+
+
 def test_unsubscribed_channel_no_longer_delivers(score):
     async def scenario():
         ws = LoopbackCommunicator(PROXY_USER)
