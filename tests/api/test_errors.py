@@ -88,6 +88,8 @@ def test_the_api_root_lists_the_scoring_endpoints_too(operator_client):
         "criteria-version": "http://testserver/api/v1/scoring/criteria/{version_id}",
         "criteria-rollback": "http://testserver/api/v1/scoring/criteria/rollback",
         "criteria-calibrate": "http://testserver/api/v1/scoring/criteria/calibrate",
+        "trials": "http://testserver/api/v1/scoring/trials/",
+        "trial": "http://testserver/api/v1/scoring/trials/{trial_id}",
         "schema": "http://testserver/api/schema/",
         "docs": "http://testserver/api/docs/",
     }
