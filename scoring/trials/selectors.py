@@ -260,8 +260,9 @@ def results(trial: Trial) -> dict:
 
 @lru_cache(maxsize=64)
 def _results(trial_id, ended: int, newest_review, sessions_changed, minimum: int) -> dict:
-    """For each arm, over the sessions both arms completed (``paired_sessions``), agreement
-    with the reviewers with 95 % bootstrap intervals and the confusion table by band; the paired
+    """For each arm, over the sessions both arms completed with an evaluation
+    (``paired_sessions``), agreement with the reviewers with 95 % bootstrap intervals and the
+    confusion table by band; how many of its scorings lacked the evaluation; the paired
     differences candidate − current and whether each is significant; the mean shift of the
     totals; the spread of k samples; the cost per scoring; and the sessions where the arms
     differ most. Each figure says the sessions it rests on (``n``: MAE and ρ those with a
@@ -272,12 +273,15 @@ def _results(trial_id, ended: int, newest_review, sessions_changed, minimum: int
             trial_id=trial_id, status=ScoringStatus.COMPLETED, total_score__isnull=False
         ).values(
             "session_id", "arm", "judge_model", "total_score", "cost_usd", "score_spread", "input_tokens",
-            "output_tokens",
+            "output_tokens", "analysis_missing",
         )
     )  # fmt: skip
     by_session = defaultdict(dict)
     for row in rows:
-        by_session[str(row["session_id"])][row["arm"]] = row
+        # A score the judge gave without its evaluation is left out of the figures, as it is of
+        # the service's statistics and agreement (insights.filters.with_evaluation); counted apart.
+        if not row["analysis_missing"]:
+            by_session[str(row["session_id"])][row["arm"]] = row
     found = references(list(by_session))
     # (candidate total, current total, reference score or None, reference band), by session id.
     paired = {
@@ -341,6 +345,7 @@ def _arm_figures(arm: str, units: tuple, rows: list[dict], too_few: list[str]) -
     figures = {
         "judge_models": sorted({row["judge_model"] for row in mine}),
         "completed": len(mine),
+        "analysis_missing": sum(row["analysis_missing"] for row in mine),
         "cost_per_scoring_usd": None if not costs else f"{sum(costs) / len(costs):.6f}",
         "mean_input_tokens": _mean([row["input_tokens"] for row in mine]),
         "mean_output_tokens": _mean([row["output_tokens"] for row in mine]),

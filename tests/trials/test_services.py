@@ -267,6 +267,27 @@ def test_sessions_with_a_tarsy_rating_alone_count_for_kappa_and_not_for_mae_or_r
     assert set(figures["differences"]) == {"weighted_kappa", "mean_shift"}
 
 
+def test_a_score_without_an_evaluation_is_left_out_of_the_figures_and_counted(shipped_criteria, judge_llm):
+    for score in (90, 80, 70, 30, 20, 10):
+        marked(score)
+
+    def reply(body):
+        prompt = body["messages"][0]["content"]
+        if prompt.startswith("Candidate criteria.") and reference_in(prompt) == 10:
+            return Reply("10")  # the score line alone, as a small real model writes it, every time
+        return Reply(evaluated(str(reference_in(prompt))))
+
+    judge_llm.set_default(reply)
+    trial = trials.start_trial(trials.plan_trial(candidate_id=candidate().pk), created_by="carol")
+    run_all()
+
+    figures = trial_selectors.results(trial)
+    assert figures["paired_sessions"] == 5  # the session whose candidate scoring gave no evaluation is out
+    assert figures["arms"]["candidate"]["completed"] == 6
+    assert figures["arms"]["candidate"]["analysis_missing"] == 1
+    assert figures["arms"]["current"]["analysis_missing"] == 0
+
+
 def test_the_figures_follow_a_review_recorded_after_the_trial_ended(shipped_criteria, judge_llm):
     for score in (90, 80, 70, 30, 20):
         marked(score)
