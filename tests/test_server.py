@@ -11,7 +11,7 @@ import time
 import pytest
 import uvicorn
 
-from scoring.realtime.extensions import WRITE_TEXT_EXTENSION
+from scoring.realtime.extensions import ANSWER_AT_ONCE_EXTENSION, WRITE_TEXT_EXTENSION
 from tarsy_scoring import server
 
 PING_INTERVAL_S = 0.4
@@ -48,6 +48,19 @@ async def writing_app(scope, receive, send):
 written: list[bool] = []
 
 
+async def answering_app(scope, receive, send):
+    """Accepts a WebSocket; answers "ping" with "pong" as the server reads it
+    (ANSWER_AT_ONCE_EXTENSION), and every text it receives by ASGI with "got:" and the text."""
+    write_text = scope["extensions"][WRITE_TEXT_EXTENSION]["write_text"]
+    scope["extensions"][ANSWER_AT_ONCE_EXTENSION]["answer_with"](
+        lambda text: text == "ping" and write_text("pong")
+    )
+    await receive()
+    await send({"type": "websocket.accept"})
+    while (message := await receive())["type"] != "websocket.disconnect":
+        write_text("got:" + message["text"])
+
+
 @contextlib.asynccontextmanager
 async def web_server(monkeypatch, app=accepting_app):
     monkeypatch.setattr(server, "KEEPALIVE_TICK_S", TICK_S)
@@ -62,6 +75,13 @@ async def web_server(monkeypatch, app=accepting_app):
     finally:
         running.should_exit = True
         await serving
+
+
+def masked_frame(opcode: int, payload: bytes) -> bytes:
+    """A whole frame as a client sends it (masked), of a payload under 126 bytes."""
+    mask = os.urandom(4)
+    masked = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked
 
 
 class RawClient:
@@ -93,9 +113,7 @@ class RawClient:
         return first & 0x0F, await self.reader.readexactly(length)
 
     async def send(self, opcode: int, payload: bytes) -> None:
-        mask = os.urandom(4)
-        masked = bytes(byte ^ mask[index % 4] for index, byte in enumerate(payload))
-        self.writer.write(bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + masked)
+        self.writer.write(masked_frame(opcode, payload))
         await self.writer.drain()
 
     def close(self) -> None:
@@ -211,3 +229,26 @@ def test_the_application_writes_a_text_at_once_and_nothing_once_it_closed(monkey
     assert frames == [(TEXT, text.encode())] * 2
     assert closing[0] == CLOSE
     assert written == [True, True, False]
+
+
+def test_the_application_answers_a_text_as_it_is_read_unless_an_earlier_one_waits(monkeypatch):
+    """ANSWER_AT_ONCE_EXTENSION: a "ping" alone is answered without reaching the application's
+    ASGI receive; one that arrives behind another message, still waiting in that receive's
+    queue, goes the ASGI way after it, so that answers keep the messages' order."""
+
+    async def scenario():
+        async with web_server(monkeypatch, answering_app) as port:
+            client = await RawClient.connect(port)
+            await client.send(TEXT, b"ping")
+            alone = await client.frame(timeout_s=5)
+            await client.send(TEXT, b"hello")
+            hello = await client.frame(timeout_s=5)
+            client.writer.write(masked_frame(TEXT, b"first") + masked_frame(TEXT, b"ping"))
+            behind = [await client.frame(timeout_s=5) for _ in range(2)]
+            client.close()
+            return alone, hello, behind
+
+    alone, hello, behind = run(scenario)
+    assert alone == (TEXT, b"pong")
+    assert hello == (TEXT, b"got:hello")
+    assert behind == [(TEXT, b"got:first"), (TEXT, b"got:ping")]

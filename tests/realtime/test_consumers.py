@@ -5,6 +5,7 @@ they do in production: through the relay with the in-memory layer, or directly
 when the tests run with a Redis layer.
 """
 
+import asyncio
 import time
 import uuid
 
@@ -19,6 +20,7 @@ from django.test import Client
 from scoring.models import ScoringEvent
 from scoring.realtime import consumers, events
 from scoring.realtime.consumers import CLOSE_TRY_AGAIN_LATER, MAX_SUBSCRIPTIONS
+from scoring.realtime.extensions import ANSWER_AT_ONCE_EXTENSION, WRITE_TEXT_EXTENSION
 from scoring.selectors import latest_event_id
 from tarsy_scoring.asgi import application
 from tests.support.factories import make_score, make_session
@@ -108,6 +110,38 @@ def test_connection_is_established_with_an_id_and_answers_ping():
     assert greeting["type"] == "connection.established"
     assert uuid.UUID(greeting["connection_id"])
     assert pong == {"type": "pong"}
+
+
+def test_a_ping_is_answered_as_the_web_server_reads_it_only_when_nothing_is_before_it():
+    """With the web server's extensions (tarsy_scoring.server), the consumer gives it its answer
+    to a ``ping``: the pong written at once, unless a message is being handled or a burst's
+    replay waits (the answer goes after theirs, by the consumer's own dispatch)."""
+    written, answers = [], []
+
+    async def scenario():
+        ws = LoopbackCommunicator(PROXY_USER)
+        ws.scope["extensions"] = {
+            WRITE_TEXT_EXTENSION: {"write_text": lambda text: written.append(text) or True},
+            ANSWER_AT_ONCE_EXTENSION: {"answer_with": answers.append},
+        }
+        await ws.open()
+        [answer] = answers
+        idle = [answer(text) for text in consumers.PING_TEXTS | {'{"action": "catchup"}'}]
+        await ws.send_json_to({"action": "subscribe", "channel": "sessions"})
+        await ws.receive_json_from(TIMEOUT_S)  # confirmed; its replay waits for the burst's end
+        during_burst = answer('{"action":"ping"}')
+        await ws.send_json_to({"action": "ping"})
+        while consumers.PONG_TEXT not in written[2:]:
+            await asyncio.sleep(0.01)
+        after = answer('{"action":"ping"}')
+        await ws.disconnect()
+        return idle, during_burst, after
+
+    idle, during_burst, after = run(scenario)
+    assert sorted(idle) == [False, True, True]
+    assert during_burst is False
+    assert after is True
+    assert written == [consumers.PONG_TEXT] * 4
 
 
 def test_subscribe_and_unsubscribe_confirm_the_canonical_channel():
