@@ -369,7 +369,8 @@ async def measure(label: str, checkout: Path, mode: str, work: Path, args) -> Re
         await dashboards.received(args.events, RECEIVE_TIMEOUT_S)
         every = [dashboard.arrivals for dashboard in anchor.subscribed + dashboards.subscribed]
         if dashboards.errors:
-            print(f"  {label} {mode}: {len(dashboards.errors)} sockets refused or closed, e.g. {dashboards.errors[0]}")
+            refused = len(dashboards.errors)
+            print(f"  {label} {mode}: {refused} sockets refused or closed, e.g. {dashboards.errors[0]}")
         dashboards.close()
         anchor.close()
     return Result(
@@ -396,7 +397,8 @@ def checkout_label(checkout: Path) -> str:
 def print_results(results: list[Result], sockets: int) -> None:
     print(
         f"\n| code | layer | idle CPU, 1 socket (cores) | idle CPU, 1 + {sockets} sockets (cores) "
-        f"| per 1,000 sockets | subscribed | events delivered | delay p50 / p99 / max (ms) | opening (s) | memory (MiB) |"
+        "| per 1,000 sockets | subscribed | events delivered | delay p50 / p99 / max (ms) "
+        "| opening (s) | memory (MiB) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for result in results:
@@ -413,7 +415,9 @@ def print_results(results: list[Result], sockets: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sockets", type=int, default=5000)
     parser.add_argument("--modes", default="memory,redis", help="channel layers: memory, redis")
     parser.add_argument("--windows", type=int, default=5, help="idle windows measured (default 5)")
@@ -437,8 +441,8 @@ def main() -> None:
     print(machine_description())
     print(
         f"{args.sockets} idle sockets on `sessions`, {args.windows} windows of {args.window_s} s, "
-        f"{args.events} events {args.event_interval_s} s apart, client pings every "
-        f"{args.client_ping_s or 'never'} s"
+        f"{args.events} events {args.event_interval_s} s apart, "
+        + (f"client pings every {args.client_ping_s} s" if args.client_ping_s else "no client pings")
     )
     results = []
     with work_folder() as work:

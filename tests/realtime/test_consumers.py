@@ -684,7 +684,9 @@ def test_csrf_trusted_origin_is_allowed(settings):
     assert run(scenario)["type"] == "connection.established"
 
 
-def test_with_redis_an_event_never_published_still_reaches_a_connected_client(settings, redis_server_url, score):
+def test_with_redis_an_event_never_published_still_reaches_a_connected_client(
+    settings, redis_server_url, score
+):
     """Redis was down when the event committed: the connection's resync sends it from the table."""
     settings.CHANNEL_LAYERS = redis_channel_layer(redis_server_url)
     settings.SCORING_EVENT_RESYNC_S = 0.2
